@@ -1,0 +1,35 @@
+// Every id the extension shares with package.json: commands, views, settings,
+// context keys. Change a name here and in package.json together, never alone.
+
+export const EXTENSION_ID = "raysleuth.ray-sleuth";
+export const LOG_CHANNEL_NAME = "Ray Sleuth";
+
+export const VIEW_CONTAINER_ID = "raySleuth";
+export const WORKERS_VIEW_ID = "raySleuth.workers";
+
+export const Commands = {
+  connect: "raySleuth.connect",
+  refresh: "raySleuth.refresh",
+  startLocalBroker: "raySleuth.startLocalBroker",
+  showLog: "raySleuth.showLog",
+  /** Built in: VS Code adds `<viewId>.focus` for every view. */
+  focusWorkers: `${WORKERS_VIEW_ID}.focus`,
+} as const;
+
+export const SETTINGS_SECTION = "raySleuth";
+export const Settings = {
+  brokerAddress: "brokerAddress",
+  tokenFile: "tokenFile",
+  stateDir: "stateDir",
+  pythonPath: "pythonPath",
+} as const;
+
+export const ContextKeys = {
+  connected: "raySleuth.connected",
+} as const;
+
+/** Environment variable holding the broker token (as in the CLI). */
+export const TOKEN_ENV = "RAYSLEUTH_TOKEN";
+/** The broker writes this file into its state dir once it is ready. */
+export const BROKER_FILE = "broker.json";
+export const DEFAULT_STATE_DIR = "~/.raysleuth";

@@ -1,0 +1,3 @@
+from raysleuth.cli import main
+
+raise SystemExit(main())

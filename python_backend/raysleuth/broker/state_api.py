@@ -1,0 +1,101 @@
+"""Client of Ray's State API (the dashboard's /api/v0 endpoints), for display data only.
+
+Sends Ray's auth token when the cluster uses token auth. Failures are reported, never raised
+into the broker's loops: the broker then works from agent reports alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+
+import aiohttp
+
+from raysleuth.broker.workers import StateSnapshot
+
+log = logging.getLogger(__name__)
+
+LIMIT = 10_000
+"""Row limit per list call (Ray's own cap)."""
+
+
+def ray_auth_headers() -> dict[str, str]:
+    """`Authorization` header for Ray's dashboard when token auth is on, else {}."""
+    try:
+        from ray._private.authentication.http_token_authentication import (
+            get_auth_headers_if_auth_enabled,
+        )
+
+        return dict(get_auth_headers_if_auth_enabled({}))
+    except Exception:  # noqa: BLE001 - private Ray API moved: fall back to the documented sources
+        pass
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    if not token:
+        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        try:
+            token = path.read_text().strip()
+        except OSError:
+            return {}
+    return {"Authorization": f"Bearer {token}"}
+
+
+class StateApiClient:
+    def __init__(self, dashboard_url: str | None) -> None:
+        if dashboard_url and not dashboard_url.startswith("http"):
+            dashboard_url = "http://" + dashboard_url
+        self.url = dashboard_url.rstrip("/") if dashboard_url else None
+        self.headers = ray_auth_headers()
+        self.last_error: str | None = None if self.url else "the cluster has no dashboard"
+        self._session: aiohttp.ClientSession | None = None
+
+    def __str__(self) -> str:
+        return f"StateApi[{self.url}]"
+
+    async def _get(self, path: str) -> list[dict]:
+        assert self._session is not None
+        async with self._session.get(self.url + path, headers=self.headers) as resp:
+            if resp.status == 401:
+                raise PermissionError(
+                    "Ray's dashboard refused our request (401): the cluster uses token auth; "
+                    "set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH for the broker"
+                )
+            resp.raise_for_status()
+            body = await resp.json()
+        if not body.get("result", True):
+            raise RuntimeError(body.get("msg") or "State API error")
+        return body["data"]["result"]["result"]
+
+    async def snapshot(self) -> StateSnapshot | None:
+        """One snapshot of workers, actors, running tasks and nodes; None when unreachable."""
+        if self.url is None:
+            return None
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        try:
+            workers, actors, tasks, nodes = await asyncio.gather(
+                self._get(f"/api/v0/workers?detail=1&limit={LIMIT}"),
+                self._get(f"/api/v0/actors?detail=1&limit={LIMIT}"),
+                self._get(
+                    f"/api/v0/tasks?detail=1&limit={LIMIT}&filter_keys=state"
+                    "&filter_predicates=%3D&filter_values=RUNNING"
+                ),
+                self._get(f"/api/v0/nodes?detail=1&limit={LIMIT}"),
+            )
+        except Exception as exc:  # noqa: BLE001
+            msg = str(exc) or type(exc).__name__
+            if msg != self.last_error:
+                log.warning("%s unreachable: %s", self, msg)
+            self.last_error = msg
+            return None
+        self.last_error = None
+        return StateSnapshot(workers, actors, tasks, nodes, time.time())
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

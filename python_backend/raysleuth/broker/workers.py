@@ -1,0 +1,162 @@
+"""The worker table: agent reports merged with Ray's State API into the contract's worker objects.
+
+Pure functions of their inputs (reports, State API snapshot, clock): no Ray, no I/O, so the
+rules are unit-tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raysleuth import names
+
+STALE_AFTER_S = 15.0
+"""An agent silent this long, and unknown to the State API, is taken to have exited."""
+
+KEEP_EXITED_S = 600.0
+"""Exited workers stay in the table this long, so a user sees what ended."""
+
+MAX_EXITED = 200
+"""At most this many exited workers are kept (newest first)."""
+
+WORKER_FIELDS = (
+    "id", "pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name", "task",
+    "rank", "local_rank", "world_size", "gpu_ids", "state", "paused_at", "agent", "python",
+    "last_seen",
+)
+"""The contract's fields of a worker object, in order."""
+
+
+@dataclass
+class StateSnapshot:
+    """One poll of Ray's State API (the dashboard's /api/v0 endpoints)."""
+
+    workers: list[dict] = field(default_factory=list)
+    actors: list[dict] = field(default_factory=list)
+    tasks: list[dict] = field(default_factory=list)
+    """Only tasks in state RUNNING."""
+    nodes: list[dict] = field(default_factory=list)
+    time: float = 0.0
+
+
+def _blank(worker_id: str) -> dict:
+    w = dict.fromkeys(WORKER_FIELDS)
+    w.update(id=worker_id, gpu_ids=[], agent=False, state="idle")
+    return w
+
+
+def _own_actor(actor: dict) -> bool:
+    return actor.get("class_name") in names.OWN_ACTOR_CLASSES and (
+        actor.get("ray_namespace") in (None, names.NAMESPACE)
+    )
+
+
+def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) -> list[dict]:
+    """Workers in the contract's shape: live ones first (by node, rank, pid), then exited ones."""
+    table: dict[str, dict] = {}
+    own_pids: set[tuple] = set()
+    actor_by_pid: dict[tuple, dict] = {}
+    task_by_worker: dict[str, dict] = {}
+    if state is not None:
+        for actor in state.actors:
+            key = (actor.get("node_id"), actor.get("pid"))
+            if _own_actor(actor):
+                own_pids.add(key)
+            elif actor.get("state") == "ALIVE" or key not in actor_by_pid:
+                actor_by_pid[key] = actor
+        for task in state.tasks:
+            if task.get("worker_id"):
+                task_by_worker[task["worker_id"]] = task
+        for sw in state.workers:
+            if sw.get("worker_type") not in (None, "WORKER"):
+                continue
+            key = (sw.get("node_id"), sw.get("pid"))
+            if key in own_pids:
+                continue
+            w = _blank(sw["worker_id"])
+            w.update(pid=sw.get("pid"), node_id=sw.get("node_id"), node_ip=sw.get("ip"))
+            alive = bool(sw.get("is_alive"))
+            actor = actor_by_pid.get(key)
+            if actor is not None:
+                w.update(actor_id=actor.get("actor_id"), actor_class=actor.get("class_name"),
+                         actor_name=actor.get("name") or None, job_id=actor.get("job_id"))
+            task = task_by_worker.get(sw["worker_id"])
+            if task is not None and alive:
+                w["task"] = task.get("name") or task.get("func_or_class_name")
+                w["job_id"] = w["job_id"] or task.get("job_id")
+            if not alive:
+                w["state"] = "exited"
+                end = sw.get("end_time_ms") or 0
+                w["last_seen"] = end / 1000.0 if end else None
+            else:
+                w["state"] = "running" if w["task"] else "idle"
+                w["last_seen"] = state.time
+                if sw.get("num_paused_threads"):
+                    w["state"] = "paused"
+            table[w["id"]] = w
+
+    for rep in reports:
+        wid = rep.get("id")
+        if not wid:
+            continue
+        if (rep.get("node_id"), rep.get("pid")) in own_pids or rep.get("actor_class") in names.OWN_ACTOR_CLASSES:
+            continue
+        w = table.get(wid) or _blank(wid)
+        known_to_ray = wid in table
+        for key in ("pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name",
+                    "rank", "local_rank", "world_size", "gpu_ids", "python"):
+            if rep.get(key) is not None:
+                w[key] = rep[key]
+        w["agent"] = True
+        received = rep.get("received") or rep.get("time")
+        w["last_seen"] = max(filter(None, [w.get("last_seen"), received]), default=None)
+        if rep.get("goodbye"):
+            w["state"] = "exited"
+        elif not known_to_ray and received is not None and now - received > STALE_AFTER_S:
+            w["state"] = "exited"
+        elif w["state"] != "exited":
+            if rep.get("state") == "paused":
+                w["state"] = "paused"
+                w["paused_at"] = rep.get("paused_at")
+            elif not known_to_ray:
+                w["state"] = "running" if w.get("task") else "idle"
+        table[wid] = w
+
+    live = [w for w in table.values() if w["state"] != "exited"]
+    exited = [w for w in table.values() if w["state"] == "exited"
+              and (w.get("last_seen") is None or now - w["last_seen"] <= KEEP_EXITED_S)]
+    live.sort(key=lambda w: (w.get("node_id") or "", _rank_key(w.get("rank")), w.get("pid") or 0))
+    exited.sort(key=lambda w: -(w.get("last_seen") or 0))
+    return live + exited[:MAX_EXITED]
+
+
+def _rank_key(rank) -> tuple:
+    return (0, rank) if isinstance(rank, int) else (1, 0)
+
+
+def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
+    """Nodes in the contract's shape, with the number of live workers on each."""
+    counts: dict[str, int] = {}
+    for w in workers:
+        if w["state"] != "exited" and w.get("node_id"):
+            counts[w["node_id"]] = counts.get(w["node_id"], 0) + 1
+    nodes: dict[str, dict] = {}
+    for n in (state.nodes if state else []):
+        nodes[n["node_id"]] = {
+            "node_id": n["node_id"],
+            "node_ip": n.get("node_ip"),
+            "alive": n.get("state") == "ALIVE",
+            "workers": counts.get(n["node_id"], 0),
+            "head": bool(n.get("is_head_node")),
+        }
+    for w in workers:  # nodes known only through agents (no State API)
+        nid = w.get("node_id")
+        if nid and nid not in nodes:
+            nodes[nid] = {"node_id": nid, "node_ip": w.get("node_ip"), "alive": True,
+                          "workers": counts.get(nid, 0), "head": False}
+    return sorted(nodes.values(), key=lambda n: (not n["head"], n["node_ip"] or "", n["node_id"]))
+
+
+def comparable(workers: list[dict]) -> list[dict]:
+    """The table without timestamps, to tell whether a change is worth an event."""
+    return [{k: v for k, v in w.items() if k != "last_seen"} for w in workers]

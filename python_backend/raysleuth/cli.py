@@ -1,0 +1,83 @@
+"""`raysleuth` command line: subcommands only, each delegating to its module."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from raysleuth.errors import SleuthError
+
+
+def _client(args):
+    from raysleuth.client import BrokerClient
+
+    return BrokerClient.discover(args.broker, args.state_dir)
+
+
+def cmd_broker(args) -> int:
+    from raysleuth.broker.server import main
+    from raysleuth.paths import state_dir
+
+    return main(args.address, args.host, args.port, args.dap_port, state_dir(args.state_dir))
+
+
+def cmd_list(args) -> int:
+    from raysleuth.table import format_workers
+
+    workers = _client(args).workers()
+    if args.json:
+        print(json.dumps(workers, indent=1))
+    elif not workers:
+        print("No workers yet. Start a Ray program (with RAYSLEUTH=1 for the agent).")
+    else:
+        print(format_workers(workers))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from raysleuth.demo import run_demo
+
+    return run_demo(state_dir=args.state_dir, steps=args.steps, forever=args.forever)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="raysleuth", description="Debug a Ray cluster like one process.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def client_opts(sp):
+        sp.add_argument("--broker", help="broker URL (default: RAYSLEUTH_BROKER, else broker.json)")
+        sp.add_argument("--state-dir", help="Ray Sleuth state dir (default: ~/.raysleuth)")
+
+    b = sub.add_parser("broker", help="run the broker for a Ray cluster (on its head node)")
+    b.add_argument("--address", help="Ray address (default: RAY_ADDRESS, else a running local cluster)")
+    b.add_argument("--host", default="127.0.0.1", help="interface for HTTP and DAP (default 127.0.0.1)")
+    b.add_argument("--port", type=int, default=0, help="HTTP port (default: any free port)")
+    b.add_argument("--dap-port", type=int, default=0, help="DAP port (default: any free port)")
+    b.add_argument("--state-dir", help="where broker.json, the token and crash records live")
+    b.set_defaults(fn=cmd_broker)
+
+    ls = sub.add_parser("list", help="list the cluster's workers")
+    ls.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(ls)
+    ls.set_defaults(fn=cmd_list)
+
+    d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
+    d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")
+    d.add_argument("--steps", type=int, default=60, help="training steps to run (default 60)")
+    d.add_argument("--forever", action="store_true", help="keep training until Ctrl-C / SIGTERM")
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args) or 0
+    except SleuthError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

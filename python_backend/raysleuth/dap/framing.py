@@ -1,0 +1,50 @@
+"""DAP wire framing: `Content-Length: N\\r\\n\\r\\n` followed by N bytes of JSON.
+
+Async reader/writer helpers over asyncio streams; no protocol logic lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Upper bound on one message; anything larger is a broken or hostile peer."""
+
+
+class FramingError(Exception):
+    """The peer sent bytes that are not a DAP message."""
+
+
+def encode(message: dict) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+async def read_message(reader: asyncio.StreamReader) -> dict | None:
+    """Read one message; None at a clean end of stream."""
+    length = None
+    while True:
+        line = await reader.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            if length is None:
+                continue
+            break
+        name, _, value = line.decode("ascii", "replace").partition(":")
+        if name.strip().lower() == "content-length":
+            try:
+                length = int(value.strip())
+            except ValueError as exc:
+                raise FramingError(f"bad Content-Length header: {line!r}") from exc
+            if length < 0 or length > MAX_MESSAGE_BYTES:
+                raise FramingError(f"Content-Length {length} out of range")
+    body = await reader.readexactly(length)
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise FramingError(f"message body is not JSON: {body[:80]!r}") from exc
+    if not isinstance(message, dict):
+        raise FramingError("message body is not a JSON object")
+    return message

@@ -1,0 +1,163 @@
+"""`raysleuth demo`: an embedded local Ray cluster with the agent on, a ranked "training" job of
+four actors (rank 2 misbehaves later in the run), and a broker; prints the live worker table.
+
+Everything it starts it also stops, by handle: the Ray cluster it owns and the broker's PID.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import raysleuth
+from raysleuth.paths import BROKER_FILE
+from raysleuth.paths import state_dir as resolve_state_dir
+
+WORLD_SIZE = 4
+BAD_RANK = 2
+"""The rank whose loss diverges from step DIVERGE_AT and that raises at FAIL_AT."""
+DIVERGE_AT = 30
+FAIL_AT = 40
+
+
+class Trainer:
+    """A stand-in for a data-parallel training worker (pure Python: runs anywhere)."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        raysleuth.set_rank(rank, world_size=world_size)
+        self.weights = [random.Random(rank).uniform(-1, 1) for _ in range(256)]
+        self.lr = 0.05
+
+    def step(self, step: int) -> dict:
+        grad_scale = 1.0
+        if self.rank == BAD_RANK and step >= DIVERGE_AT:
+            grad_scale = 3.0 ** (step - DIVERGE_AT + 1)  # exploding gradients on one rank
+        loss = 0.0
+        for i, w in enumerate(self.weights):
+            g = (w - math.sin(i + step * 0.01)) * grad_scale
+            self.weights[i] = w - self.lr * g
+            loss += g * g
+        loss /= len(self.weights)
+        raysleuth.event("step", step=step, loss=loss)
+        if self.rank == BAD_RANK and step == FAIL_AT:
+            self.weights = [0.0] * len(self.weights)  # "recover" for the steps after the crash
+            raise FloatingPointError(f"loss diverged on rank {self.rank} at step {step}: {loss:.3g}")
+        time.sleep(0.2)
+        return {"rank": self.rank, "step": step, "loss": loss}
+
+
+def prefetch_batch(step: int) -> int:
+    """A plain Ray task, so the tree shows task workers too."""
+    time.sleep(0.3)
+    return step
+
+
+def _wait_for_ranked_workers(client, n: int, timeout: float) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    workers: list[dict] = []
+    while time.monotonic() < deadline:
+        workers = client.workers()
+        ranks = {w["rank"] for w in workers if w["agent"] and w["state"] != "exited"}
+        if set(range(n)) <= ranks:
+            return workers
+        time.sleep(0.25)
+    return workers
+
+
+def _live_broker_file(sd: Path) -> bool:
+    try:
+        pid = json.loads((sd / BROKER_FILE).read_text())["pid"]
+        os.kill(pid, 0)
+        return True
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
+    from raysleuth.broker.process import start_broker
+    from raysleuth.client import BrokerClient
+    from raysleuth.errors import SleuthError
+    from raysleuth.table import format_workers
+
+    sd = resolve_state_dir(state_dir)
+    if _live_broker_file(sd):
+        raise SleuthError(f"A broker already runs for {sd}.",
+                          "Stop it, or run the demo with --state-dir DIR.")
+    # Workers inherit the raylet's environment: this is the no-code-change activation.
+    os.environ["RAYSLEUTH"] = "1"
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep the demo on loopback
+    import ray
+
+    _say("[1/4] starting an embedded local Ray cluster (agent on: RAYSLEUTH=1) ...")
+    ctx = ray.init(num_cpus=WORLD_SIZE + 4, include_dashboard=True, _node_ip_address="127.0.0.1",
+                   log_to_driver=False, logging_level="WARNING")
+    broker = None
+    stop = {"now": False}
+
+    def on_term(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        _say("[2/4] starting the broker ...")
+        broker = start_broker(sd, address=ctx.address_info["gcs_address"])
+        client = BrokerClient(broker.http, broker.token)
+        _say(f"      broker at {broker.http} (DAP {broker.ready['dap']}); log: {broker.log_path}")
+
+        _say(f"[3/4] starting {WORLD_SIZE} ranked Trainer actors ...")
+        trainer_cls = ray.remote(num_cpus=1)(Trainer)
+        trainers = [trainer_cls.options(name=f"trainer-{r}").remote(r, WORLD_SIZE)
+                    for r in range(WORLD_SIZE)]
+        prefetch = ray.remote(num_cpus=1)(prefetch_batch)
+        workers = _wait_for_ranked_workers(client, WORLD_SIZE, timeout=60)
+        print(format_workers(workers), flush=True)
+        _say(_connect_help(sd, broker))
+
+        _say("[4/4] training" + (" until Ctrl-C" if forever else f" for {steps} steps") + " ...")
+        step = 0
+        while (forever or step < steps) and not stop["now"]:
+            batch = prefetch.remote(step)
+            refs = [t.step.remote(step) for t in trainers]
+            for r, ref in enumerate(refs):
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    _say(f"      step {step}: rank {r} failed: {exc.cause!r}")
+            ray.get(batch)
+            if step % 10 == 0:
+                _say(f"      step {step}")
+            step += 1
+        print(format_workers(client.workers()), flush=True)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        _say("stopping the broker and the Ray cluster ...")
+        if broker is not None:
+            broker.stop()
+        ray.shutdown()
+
+
+def _connect_help(sd: Path, broker) -> str:
+    return f"""
+Connect VS Code: open the Ray Sleuth view and run "Ray Sleuth: Connect to Broker"
+  (it reads {sd / BROKER_FILE}; or set raySleuth.brokerAddress={broker.http}
+  and raySleuth.tokenFile={broker.ready['token_file']}).
+Terminal:  raysleuth list --state-dir {sd}
+Your own cluster instead:
+  RAYSLEUTH=1 ray start --head            # every worker gets the agent, no code change
+  raysleuth broker                        # on the head node
+  or per job: runtime_env={{"worker_process_setup_hook": "raysleuth.agent.setup"}}
+"""

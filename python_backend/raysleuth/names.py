@@ -1,0 +1,10 @@
+"""Names shared by the broker and the agents: the Ray namespace and actor names they meet under."""
+
+NAMESPACE = "raysleuth"
+"""Ray namespace of Ray Sleuth's own actors (registry, node relays)."""
+
+REGISTRY_ACTOR = "raysleuth-registry"
+"""Named actor the broker starts; every agent reports to it."""
+
+OWN_ACTOR_CLASSES = frozenset({"SleuthRegistry", "NodeRelay"})
+"""Actor classes of Ray Sleuth itself: never shown as user workers, never get an agent."""
