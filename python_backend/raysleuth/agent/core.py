@@ -23,6 +23,10 @@ HEARTBEAT_S = float(os.environ.get("RAYSLEUTH_HEARTBEAT_S", "2.0"))
 LOOKUP_RETRY_S = float(os.environ.get("RAYSLEUTH_LOOKUP_RETRY_S", "3.0"))
 """Seconds between looks for the registry actor while no broker runs."""
 
+EARLY_S = 10.0
+EARLY_HEARTBEAT_S = 0.5
+"""For EARLY_S after start-up, while no actor identity is known yet, report this often."""
+
 CONNECT_TIMEOUT_S = 300.0
 """How long an agent started before Ray connects waits for the connection."""
 
@@ -56,6 +60,7 @@ class Agent:
         self.events: collections.deque = collections.deque(maxlen=200)
         """Last `raysleuth.event()` records of this worker, newest last."""
         self.disabled = False
+        self._started = time.monotonic()
 
     def __str__(self) -> str:
         s = self._static or {}
@@ -198,7 +203,13 @@ class Agent:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return
             self._call("report", info)
-            self._wake.wait(HEARTBEAT_S if self._registry is not None else LOOKUP_RETRY_S)
+            if self._registry is None:
+                interval = LOOKUP_RETRY_S
+            elif self._actor is None and time.monotonic() - self._started < EARLY_S:
+                interval = EARLY_HEARTBEAT_S  # an actor's identity arrives just after start-up
+            else:
+                interval = HEARTBEAT_S
+            self._wake.wait(interval)
             self._wake.clear()
 
     def _goodbye(self) -> None:

@@ -113,6 +113,8 @@ class Broker:
 
         from raysleuth.broker.registry_actor import SleuthRegistry
 
+        if self.registry is None:
+            await asyncio.to_thread(_refuse_second_broker)
         node_id = ray.get_runtime_context().get_node_id()
         self.registry = SleuthRegistry.options(
             name=names.REGISTRY_ACTOR, namespace=names.NAMESPACE, get_if_exists=True,
@@ -205,6 +207,19 @@ class Broker:
                 ray.kill(self.registry)
         with contextlib.suppress(Exception):
             ray.shutdown()
+
+
+def _refuse_second_broker() -> None:
+    """One broker per cluster: a live registry actor means another broker owns it."""
+    import ray
+
+    try:
+        existing = ray.get_actor(names.REGISTRY_ACTOR, namespace=names.NAMESPACE)
+        ray.get(existing.ping.remote(), timeout=5)
+    except Exception:  # noqa: BLE001 - none, or a dead one: ours to start
+        return
+    raise SleuthError("Another Ray Sleuth broker already runs for this Ray cluster.",
+                      "Use that one (its broker.json is in its state dir on the head node), or stop it first.")
 
 
 def _url_host(host: str) -> str:

@@ -99,7 +99,8 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
         wid = rep.get("id")
         if not wid:
             continue
-        if (rep.get("node_id"), rep.get("pid")) in own_pids or rep.get("actor_class") in names.OWN_ACTOR_CLASSES:
+        own = (rep.get("node_id"), rep.get("pid")) in own_pids
+        if own or rep.get("actor_class") in names.OWN_ACTOR_CLASSES:
             continue
         w = table.get(wid) or _blank(wid)
         known_to_ray = wid in table

@@ -1,0 +1,39 @@
+"""Helpers shared by the Python test suites: waiting on conditions and Ray cluster settings."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def wait_until(condition, timeout: float, interval: float = 0.1, message: str = "condition"):
+    """Poll `condition()` until it returns a truthy value; fail with its last value on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = condition()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}; last: {last!r}")
+        time.sleep(interval)
+
+
+def pin_ray_env(auth_mode: str = "disabled") -> None:
+    """Loopback only, an explicit auth mode, and the agent on in every worker this cluster starts."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_AUTH_MODE"] = auth_mode
+    os.environ["RAYSLEUTH"] = "1"
+    os.environ["RAY_DEDUP_LOGS"] = "0"
+    paths = [str(FIXTURES)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+
+def short_temp_dir(prefix: str) -> str:
+    """Ray's socket paths must stay under 107 bytes: keep its temp dir short."""
+    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
