@@ -37,3 +37,12 @@ def pin_ray_env(auth_mode: str = "disabled") -> None:
 def short_temp_dir(prefix: str) -> str:
     """Ray's socket paths must stay under 107 bytes: keep its temp dir short."""
     return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+
+
+def free_port() -> int:
+    """A port nothing listens on now (for Ray components that take no port 0)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -40,16 +40,28 @@ def connect_ray(address: str | None):
     import ray
 
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    hint = ("Start a cluster with `RAYSLEUTH=1 ray start --head`, or pass --address HOST:PORT "
+            "(or set RAY_ADDRESS).")
+    _probe_gcs(target, hint)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return ray.init(address=target, namespace=names.NAMESPACE, log_to_driver=False,
                             logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise SleuthError(
-            f"Cannot connect to Ray at {target}: {exc}",
-            "Start a cluster with `RAYSLEUTH=1 ray start --head`, or pass --address HOST:PORT "
-            "(or set RAY_ADDRESS).",
-        ) from exc
+        raise SleuthError(f"Cannot connect to Ray at {target}: {exc}", hint) from exc
+
+
+def _probe_gcs(target: str, hint: str, timeout: float = 5.0) -> None:
+    """Fail fast on an explicit HOST:PORT that nothing listens on (ray.init retries for minutes)."""
+    import socket
+
+    host, sep, port = target.rpartition(":")
+    if not sep or "://" in target or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SleuthError(f"Cannot connect to Ray at {target}: {exc.strerror or exc}", hint) from None
 
 
 class Broker:
