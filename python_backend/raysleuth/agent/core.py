@@ -15,7 +15,6 @@ import time
 
 from raysleuth import names
 from raysleuth.agent import rank as rank_mod
-from raysleuth.agent.log import agent_logger
 
 HEARTBEAT_S = float(os.environ.get("RAYSLEUTH_HEARTBEAT_S", "2.0"))
 """Seconds between heartbeats to the registry."""
@@ -49,7 +48,6 @@ class Agent:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.log = agent_logger()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,6 +59,14 @@ class Agent:
         """Last `raysleuth.event()` records of this worker, newest last."""
         self.disabled = False
         self._started = time.monotonic()
+
+    @property
+    def log(self):
+        # Configured on first use, in the agent thread: at .pth time Ray is not imported yet,
+        # and the hook must not import it early on the worker's main thread.
+        from raysleuth.agent.log import agent_logger
+
+        return agent_logger()
 
     def __str__(self) -> str:
         s = self._static or {}

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class RankInfo:
+class RankInfo(NamedTuple):
+    # A NamedTuple, not a dataclass: this module loads in every worker's start-up path.
     rank: int | None = None
     """Global rank, or None while unknown."""
     local_rank: int | None = None
@@ -40,7 +39,7 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
-def from_env(environ: Mapping[str, str]) -> RankInfo | None:
+def from_env(environ) -> RankInfo | None:
     rank = _int_or_none(environ.get("RANK"))
     local_rank = _int_or_none(environ.get("LOCAL_RANK"))
     world_size = _int_or_none(environ.get("WORLD_SIZE"))
@@ -66,8 +65,8 @@ def from_ray_train() -> RankInfo | None:
 
 def resolve_rank(
     explicit: RankInfo | None = None,
-    environ: Mapping[str, str] | None = None,
-    train: Callable[[], RankInfo | None] = from_ray_train,
+    environ=None,
+    train=from_ray_train,
 ) -> RankInfo:
     """The worker's rank by the contract's order; fields a source lacks stay None."""
     if explicit is None:

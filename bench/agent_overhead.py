@@ -1,0 +1,119 @@
+"""Benchmark: what the idle Ray Sleuth agent costs a Ray worker.
+
+Runs on the interpreter that runs it (its venv needs python_backend installed). Prints one JSON
+line with ratios against a baseline measured in the same run:
+  loop_ratio          pure-Python loop in an actor with the agent / without (target <= 1.02)
+  start_added_ms      median actor start (create -> first reply) with agent minus without (<= 50)
+  activation_ms       the .pth hook's own start-up cost in a fresh interpreter (import + thread)
+A broker runs during the measurement, so the agent really registers and heartbeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import ray  # noqa: E402
+
+from raysleuth.broker.process import start_broker  # noqa: E402
+
+REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
+LOOP_N = int(os.environ.get("BENCH_LOOP_N", "3000000"))
+STARTS = int(os.environ.get("BENCH_STARTS", "8"))
+
+
+@ray.remote(num_cpus=1)
+class Looper:
+    def ready(self) -> int:
+        return os.getpid()
+
+    def agent_on(self) -> bool:
+        return "raysleuth.agent.core" in sys.modules
+
+    def loop(self, n: int) -> float:
+        t = time.perf_counter()
+        s = 0
+        for i in range(n):
+            s += i * i % 7
+        return time.perf_counter() - t
+
+
+def env(agent: bool) -> dict:
+    return {"env_vars": {"RAYSLEUTH": "1" if agent else "0"}}
+
+
+def measure_loop() -> dict:
+    on = Looper.options(runtime_env=env(True)).remote()
+    off = Looper.options(runtime_env=env(False)).remote()
+    assert ray.get(on.agent_on.remote()) and not ray.get(off.agent_on.remote())
+    ray.get([on.loop.remote(LOOP_N // 10), off.loop.remote(LOOP_N // 10)])  # warm up
+    t_on, t_off = [], []
+    for i in range(REPEATS):  # interleaved, one at a time: the two never share a core
+        pair = [(on, t_on), (off, t_off)] if i % 2 == 0 else [(off, t_off), (on, t_on)]
+        for actor, out in pair:
+            out.append(ray.get(actor.loop.remote(LOOP_N)))
+    ray.kill(on)
+    ray.kill(off)
+    return {"loop_s_agent_min": min(t_on), "loop_s_baseline_min": min(t_off),
+            "loop_ratio": min(t_on) / min(t_off),
+            "loop_ratio_median": statistics.median(t_on) / statistics.median(t_off)}
+
+
+def measure_starts() -> dict:
+    times = {True: [], False: []}
+    for i in range(STARTS * 2):
+        agent = i % 2 == 0
+        t = time.perf_counter()
+        a = Looper.options(runtime_env=env(agent)).remote()
+        ray.get(a.ready.remote())
+        times[agent].append(time.perf_counter() - t)
+        ray.kill(a)
+    med_on, med_off = statistics.median(times[True]), statistics.median(times[False])
+    return {"start_ms_agent": med_on * 1e3, "start_ms_baseline": med_off * 1e3,
+            "start_added_ms": (med_on - med_off) * 1e3}
+
+
+def measure_activation() -> dict:
+    code = ("import sys, time; sys.argv = ['/x/ray/_private/workers/default_worker.py']; "
+            "t = time.perf_counter(); import raysleuth._activate; print(time.perf_counter() - t)")
+    base = "import sys, time; t = time.perf_counter(); print(time.perf_counter() - t)"
+    clean = {k: v for k, v in os.environ.items() if k != "RAYSLEUTH"}
+
+    def run(src):
+        return float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
+                                    env=clean, check=True).stdout)
+
+    on = [run(code) for _ in range(7)]
+    off = [run(base) for _ in range(7)]
+    return {"activation_ms": (statistics.median(on) - statistics.median(off)) * 1e3}
+
+
+def main() -> None:
+    temp = tempfile.mkdtemp(prefix="rs-bench-", dir="/tmp")
+    ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False,
+             logging_level="ERROR")
+    broker = start_broker(__import__("pathlib").Path(temp) / "state",
+                          address=ray.get_runtime_context().gcs_address)
+    try:
+        result = {"bench": "agent_overhead", "python": sys.version.split()[0], "ray": ray.__version__}
+        result.update(measure_loop())
+        result.update(measure_starts())
+        result.update(measure_activation())
+        result["targets"] = {"loop_ratio": 1.02, "start_added_ms": 50}
+        result["ok"] = result["loop_ratio"] <= 1.02 and result["start_added_ms"] <= 50
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
+    finally:
+        broker.stop()
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs a benchmark on Python 3.11 (.venv) and, when pyenv has it, on 3.12 (.venv312).
+# Usage: bench/run.sh agent_overhead
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+name="${1:-agent_overhead}"
+"$ROOT/scripts/setup.sh"
+pythons=("$ROOT/.venv/bin/python")
+py312="$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"
+if [ -x "$py312" ] || command -v python3.12 >/dev/null 2>&1; then
+  [ -x "$py312" ] || py312="$(command -v python3.12)"
+  if [ ! -x "$ROOT/.venv312/bin/python" ]; then
+    "$py312" -m venv "$ROOT/.venv312"
+    "$ROOT/.venv312/bin/python" -m pip install -q --upgrade pip
+  fi
+  "$ROOT/.venv312/bin/python" -c "import raysleuth" 2>/dev/null \
+    || "$ROOT/.venv312/bin/python" -m pip install -q -e "$ROOT/python_backend"
+  pythons+=("$ROOT/.venv312/bin/python")
+fi
+for py in "${pythons[@]}"; do
+  "$py" "$ROOT/bench/$name.py"
+done

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The test front door: sets everything up, then runs every test kind one after another
+# (lint, Python unit, integration on a real Ray cluster, token-auth cluster, multi-node cluster,
+# extension tests inside a real VS Code) and ends with one closing summary line.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+"$ROOT/scripts/setup.sh" || exit 1
+
+RESULTS="$(mktemp -d /tmp/rs-results.XXXXXX)"
+export RAYSLEUTH_RESULTS_DIR="$RESULTS"
+PY="$ROOT/.venv/bin/python"
+failed_steps=()
+t0=$(date +%s)
+
+step() { echo; echo "=== $1 ($(( $(date +%s) - t0 )) s) ==="; }
+
+step "lint: ruff"
+"$ROOT/.venv/bin/ruff" check python_backend tests bench || failed_steps+=(ruff)
+
+# Each suite runs in its own pytest process, one at a time: each owns one Ray cluster.
+for suite in unit integration auth multinode; do
+  step "python: $suite"
+  "$PY" -m pytest -c tests/python/pytest.ini "tests/python/$suite" -q -rs \
+      --junitxml="$RESULTS/py-$suite.xml"
+  rc=$?
+  [ $rc -eq 0 ] || failed_steps+=("python-$suite")
+done
+
+step "extension: inside a real VS Code (code-server)"
+"$ROOT/scripts/test_extension.sh" || failed_steps+=(extension)
+
+step "summary"
+"$PY" - "$RESULTS" "${failed_steps[@]+"${failed_steps[@]}"}" <<'PY'
+import json, pathlib, sys
+import xml.etree.ElementTree as ET
+res = pathlib.Path(sys.argv[1]); failed_steps = sys.argv[2:]
+passed = failed = skipped = 0
+for xml in sorted(res.glob("py-*.xml")):
+    root = ET.parse(xml).getroot()
+    for s in (root.iter("testsuite")):
+        t, f, e, sk = (int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+        passed += t - f - e - sk; failed += f + e; skipped += sk
+        print(f"  {xml.stem[3:]:12} {t - f - e - sk} passed, {f + e} failed, {sk} skipped")
+ext = res / "extension.json"
+if ext.exists():
+    d = json.loads(ext.read_text())
+    passed += d["passed"]; failed += d["failed"]; skipped += d.get("skipped", 0)
+    print(f"  {'extension':12} {d['passed']} passed, {d['failed']} failed, {d.get('skipped', 0)} skipped")
+else:
+    print("  extension    no results (the extension run did not finish)")
+    failed += 1
+if failed_steps:
+    print("  failed steps: " + ", ".join(failed_steps))
+    failed = max(failed, 1)
+if passed == 0:
+    print("  no test ran")
+    failed = max(failed, 1)
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
