@@ -231,7 +231,8 @@ def _refuse_second_broker() -> None:
     except Exception:  # noqa: BLE001 - none, or a dead one: ours to start
         return
     raise SleuthError("Another Ray Sleuth broker already runs for this Ray cluster.",
-                      "Use that one (its broker.json is in its state dir on the head node), or stop it first.")
+                      "Use that one (its broker.json is in its state dir on the head node), "
+                      "or stop it first.")
 
 
 def _url_host(host: str) -> str:

@@ -35,7 +35,8 @@ def by_id(workers):
 def test_agent_fields_join_state_api_worker():
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=2)], state, NOW)
-    assert (w["agent"], w["rank"], w["actor_class"], w["actor_id"], w["state"]) == (True, 2, "Learner", "a1", "idle")
+    got = (w["agent"], w["rank"], w["actor_class"], w["actor_id"], w["state"])
+    assert got == (True, 2, "Learner", "a1", "idle")
 
 
 def test_worker_without_agent_is_listed_and_marked():

@@ -1,0 +1,328 @@
+// Runs the extension tests in a real VS Code: waits for the demo's broker,
+// starts code-server (own process group, isolated dirs), opens the workbench in
+// headless Chromium with the smoke-test payload, then a UI smoke check.
+// Everything it starts it ends. Writes the merged results as JSON.
+import { ChildProcess, spawn } from "child_process";
+import * as fs from "fs";
+import * as http from "http";
+import * as net from "net";
+import * as path from "path";
+import { chromium, Browser, Page } from "playwright-core";
+import { BrokerClient } from "../../../extension/broker/brokerClient";
+import { BrokerReadyInfo } from "../../../extension/broker/types";
+
+interface Outcome {
+  title: string;
+  state: "passed" | "failed" | "pending";
+  error?: string;
+}
+
+function env(name: string): string {
+  const v = process.env[name];
+  if (!v) {
+    throw new Error(`${name} must be set (scripts/test_extension.sh sets it)`);
+  }
+  return v;
+}
+
+const ROOT = path.resolve(__dirname, "../../..");
+const NODE24 = env("NODE24_BIN");
+const CODE_SERVER = env("CODE_SERVER_ENTRY");
+const STATE_DIR = env("RAYSLEUTH_STATE_DIR");
+const RUN_DIR = env("RAYSLEUTH_RUN_DIR");
+const RESULTS = env("RAYSLEUTH_EXT_SUMMARY");
+const DEMO_PID = Number(process.env.RAYSLEUTH_DEMO_PID ?? "0");
+const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
+const OUT_DIR = path.join(ROOT, "tests/extension/out");
+const BROKER_TIMEOUT_MS = Number(process.env.RAYSLEUTH_BROKER_TIMEOUT_S ?? "180") * 1000;
+
+const t0 = Date.now();
+function say(msg: string): void {
+  console.log(`[runTests +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
+}
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (DEMO_PID && !alive(DEMO_PID)) {
+      throw new Error(`raysleuth demo (pid ${DEMO_PID}) exited while waiting for ${what}; see its log in ${RUN_DIR}`);
+    }
+    try {
+      const v = await probe();
+      if (v !== undefined) {
+        return v;
+      }
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitForDemo(): Promise<{ url: string }> {
+  const file = path.join(STATE_DIR, "broker.json");
+  const info = await until(`${file}`, BROKER_TIMEOUT_MS, async () => {
+    if (!fs.existsSync(file)) {
+      return undefined;
+    }
+    const i = JSON.parse(fs.readFileSync(file, "utf8")) as BrokerReadyInfo;
+    return i.ready ? i : undefined;
+  });
+  say(`broker ready at ${info.http}`);
+  const client = new BrokerClient({ url: info.http, token: fs.readFileSync(info.token_file, "utf8").trim() });
+  try {
+    await until("4 workers with ranks 0..3", BROKER_TIMEOUT_MS, async () => {
+      const ranks = (await client.getWorkers()).filter((w) => w.state !== "exited" && w.rank !== null).map((w) => w.rank);
+      return [0, 1, 2, 3].every((r) => ranks.includes(r)) ? true : undefined;
+    });
+  } finally {
+    client.dispose();
+  }
+  say("the demo's 4 ranked workers are registered");
+  return { url: info.http };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function httpOk(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = http.get(url, (res) => {
+      res.resume();
+      resolve((res.statusCode ?? 500) < 500);
+    });
+    req.on("error", () => resolve(false));
+    req.setTimeout(2000, () => req.destroy());
+  });
+}
+
+function prepareDirs(): Record<string, string> {
+  const d = (name: string) => {
+    const p = path.join(RUN_DIR, name);
+    fs.mkdirSync(p, { recursive: true });
+    return p;
+  };
+  const dirs = {
+    userData: d("user-data"),
+    extensions: d("extensions"),
+    xdgConfig: d("xdg-config"),
+    xdgData: d("xdg-data"),
+    xdgCache: d("xdg-cache"),
+    tmp: d("tmp"),
+    home: d("home"),
+    workspace: d("workspace"),
+  };
+  fs.mkdirSync(path.join(dirs.userData, "User"), { recursive: true });
+  fs.writeFileSync(
+    path.join(dirs.userData, "User", "settings.json"),
+    JSON.stringify(
+      {
+        "raySleuth.stateDir": STATE_DIR,
+        "security.workspace.trust.enabled": false,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": false,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoUpdate": false,
+        "extensions.autoCheckUpdates": false,
+        "update.mode": "none",
+        "chat.disableAIFeatures": true,
+      },
+      null,
+      2,
+    ),
+  );
+  return dirs;
+}
+
+function startCodeServer(port: number, dirs: Record<string, string>): ChildProcess {
+  const config = path.join(RUN_DIR, "code-server.yaml");
+  fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+  const logFile = path.join(RUN_DIR, "code-server.log");
+  const log = fs.openSync(logFile, "w");
+  const child = spawn(
+    NODE24,
+    [
+      CODE_SERVER,
+      "--config", config,
+      "--bind-addr", `127.0.0.1:${port}`,
+      "--auth", "none",
+      "--user-data-dir", dirs.userData,
+      "--extensions-dir", dirs.extensions,
+      "--disable-telemetry",
+      "--disable-update-check",
+      "--disable-workspace-trust",
+      "--ignore-last-opened",
+      "--vscode-option", "enable-smoke-test-driver",
+      dirs.workspace,
+    ],
+    {
+      detached: true, // its own process group: ended as a whole below
+      stdio: ["ignore", log, log],
+      env: {
+        ...process.env,
+        HOME: dirs.home,
+        XDG_CONFIG_HOME: dirs.xdgConfig,
+        XDG_DATA_HOME: dirs.xdgData,
+        XDG_CACHE_HOME: dirs.xdgCache,
+        TMPDIR: dirs.tmp,
+        RAYSLEUTH_EXT_RESULTS: path.join(RUN_DIR, "ext-host-results.json"),
+        RAYSLEUTH_TOKEN: "", // the test must find the token the way users do
+      },
+    },
+  );
+  say(`code-server pid ${child.pid} on port ${port}; log ${logFile}`);
+  return child;
+}
+
+async function stopGroup(child: ChildProcess | undefined, name: string): Promise<void> {
+  if (!child?.pid) {
+    return;
+  }
+  const pgid = child.pid;
+  const gone = () => {
+    try {
+      process.kill(-pgid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  try {
+    process.kill(-pgid, "SIGTERM");
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + 10_000;
+  while (!gone() && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!gone()) {
+    say(`${name} did not stop on SIGTERM; SIGKILL`);
+    try {
+      process.kill(-pgid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function workbenchUrl(port: number, workspace: string, withTests: boolean): string {
+  const authority = `127.0.0.1:${port}`;
+  const payload: [string, string][] = [["extensionDevelopmentPath", `vscode-remote://${authority}${ROOT}`]];
+  if (withTests) {
+    payload.push(["extensionTestsPath", `vscode-remote://${authority}${path.join(ROOT, "dist/tests/suite/index.js")}`]);
+  }
+  return `http://${authority}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
+}
+
+async function runExtensionHostTests(browser: Browser, port: number, workspace: string): Promise<Outcome[]> {
+  const page = await browser.newPage();
+  const exited = new Promise<number>((resolve) => {
+    void page.exposeFunction("codeAutomationExit", (code: number) => resolve(code));
+  });
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the extension tests did not finish within 300 s")), 300_000).unref());
+  await page.goto(workbenchUrl(port, workspace, true));
+  const code = await Promise.race([exited, timeout]);
+  await page.close();
+  say(`extension host tests ended, exit code ${code}`);
+  const file = path.join(RUN_DIR, "ext-host-results.json");
+  if (!fs.existsSync(file)) {
+    return [{ title: "extension host test run", state: "failed", error: `no results file (exit code ${code}); see ${RUN_DIR}/code-server.log` }];
+  }
+  const results = JSON.parse(fs.readFileSync(file, "utf8")) as { tests: Outcome[]; crash?: string };
+  const outcomes = results.tests;
+  if (results.crash) {
+    outcomes.push({ title: "extension host test run", state: "failed", error: results.crash });
+  }
+  if (code !== 0 && !outcomes.some((o) => o.state === "failed")) {
+    outcomes.push({ title: "extension host test run", state: "failed", error: `exit code ${code}` });
+  }
+  return outcomes;
+}
+
+async function uiSmoke(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+  const title = "UI smoke: the Ray Sleuth view lists the ranked Trainer workers";
+  const page: Page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  try {
+    await page.goto(workbenchUrl(port, workspace, false));
+    const icon = page.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]');
+    await icon.waitFor({ timeout: 60_000 });
+    await icon.click();
+    for (let r = 0; r < 4; r++) {
+      await page.getByText(new RegExp(`^rank ${r} · Trainer · pid \\d+$`)).first().waitFor({ timeout: 30_000 });
+    }
+    await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 10_000 });
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    const shot = path.join(OUT_DIR, "cluster-view.png");
+    await page.screenshot({ path: shot });
+    say(`screenshot ${shot}`);
+    return { title, state: "passed" };
+  } catch (err) {
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    await page.screenshot({ path: path.join(OUT_DIR, "cluster-view-failed.png") }).catch(() => undefined);
+    return { title, state: "failed", error: String(err) };
+  } finally {
+    await page.close();
+  }
+}
+
+async function main(): Promise<number> {
+  let codeServer: ChildProcess | undefined;
+  let browser: Browser | undefined;
+  const outcomes: Outcome[] = [];
+  try {
+    await waitForDemo();
+    const dirs = prepareDirs();
+    const port = await freePort();
+    codeServer = startCodeServer(port, dirs);
+    await until("code-server to answer", 90_000, async () => ((await httpOk(`http://127.0.0.1:${port}/healthz`)) ? true : undefined));
+    say("code-server is up");
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+    outcomes.push(...(await runExtensionHostTests(browser, port, dirs.workspace)));
+    if (process.env.RAYSLEUTH_SKIP_UI !== "1") {
+      outcomes.push(await uiSmoke(browser, port, dirs.workspace));
+    }
+  } catch (err) {
+    outcomes.push({ title: "test harness", state: "failed", error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  } finally {
+    await browser?.close().catch(() => undefined);
+    await stopGroup(codeServer, "code-server");
+  }
+  for (const o of outcomes) {
+    console.log(`  ${o.state === "passed" ? "✓" : o.state === "failed" ? "✗" : "-"} ${o.title}`);
+    if (o.error) {
+      console.log(o.error.replace(/^/gm, "      "));
+    }
+  }
+  const count = (s: Outcome["state"]) => outcomes.filter((o) => o.state === s).length;
+  const summary = { passed: count("passed"), failed: count("failed"), skipped: count("pending") };
+  fs.writeFileSync(RESULTS, JSON.stringify({ ...summary, tests: outcomes }, null, 2));
+  return summary.failed === 0 && summary.passed > 0 ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

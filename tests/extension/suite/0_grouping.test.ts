@@ -1,0 +1,108 @@
+// The Cluster view's shaping logic and the SSE parser, on made-up data: no
+// broker needed, but run inside the extension host like the rest.
+import * as assert from "assert";
+import { SseParser } from "../../../extension/broker/brokerClient";
+import { WorkerInfo } from "../../../extension/broker/types";
+import { groupWorkers, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
+import { statusText } from "../../../extension/cluster/statusBar";
+
+let nextPid = 100;
+function worker(over: Partial<WorkerInfo>): WorkerInfo {
+  const pid = over.pid ?? nextPid++;
+  return {
+    id: `w${pid}`,
+    pid,
+    node_id: "aaaa1111",
+    node_ip: "10.0.0.1",
+    job_id: "01000000",
+    actor_id: null,
+    actor_class: null,
+    actor_name: null,
+    task: null,
+    rank: null,
+    local_rank: null,
+    world_size: null,
+    gpu_ids: [],
+    state: "running",
+    paused_at: null,
+    agent: true,
+    python: "3.12.4",
+    last_seen: 1_700_000_000,
+    ...over,
+  };
+}
+
+describe("Worker tree grouping", () => {
+  it("groups by node, then actor class, with plain workers under tasks / idle, ranks in order", () => {
+    const tree = groupWorkers(
+      [
+        worker({ actor_class: "Learner", rank: 3, pid: 40 }),
+        worker({ actor_class: "Learner", rank: 1, pid: 41 }),
+        worker({ state: "idle", pid: 42 }),
+        worker({ task: "prefetch", pid: 43 }),
+        worker({ actor_class: "Learner", rank: 2, pid: 44, node_id: "bbbb2222", node_ip: "10.0.0.2" }),
+        worker({ actor_class: "Actor", pid: 45 }),
+      ],
+      [
+        { node_id: "aaaa1111", node_ip: "10.0.0.1", alive: true, workers: 5 },
+        { node_id: "bbbb2222", node_ip: "10.0.0.2", alive: true, workers: 1 },
+        { node_id: "cccc3333", node_ip: "10.0.0.3", alive: false, workers: 0 },
+      ],
+    );
+    assert.deepStrictEqual(
+      tree.map((n) => [n.nodeIp, n.workerCount, n.groups.map((g) => [g.name, g.workers.map((w) => w.pid)])]),
+      [
+        ["10.0.0.1", 5, [["Actor", [45]], ["Learner", [41, 40]], ["tasks", [43]], ["idle", [42]]]],
+        ["10.0.0.2", 1, [["Learner", [44]]]],
+        ["10.0.0.3", 0, []],
+      ],
+    );
+  });
+
+  it('labels a worker "rank 2 · Learner · pid 4242" and leaves out what is unknown', () => {
+    assert.strictEqual(workerLabel(worker({ rank: 2, actor_class: "Learner", pid: 4242 })), "rank 2 · Learner · pid 4242");
+    assert.strictEqual(workerLabel(worker({ task: "prefetch", pid: 7 })), "prefetch · pid 7");
+    assert.strictEqual(workerLabel(worker({ pid: 8 })), "pid 8");
+    assert.strictEqual(workerLabel(worker({ rank: 0, pid: 9 })), "rank 0 · pid 9");
+  });
+
+  it("describes the state, where a worker is paused, and workers without an agent", () => {
+    assert.strictEqual(workerDescription(worker({ state: "running" })), "running");
+    assert.strictEqual(
+      workerDescription(worker({ state: "paused", paused_at: { path: "/src/train.py", line: 42, reason: "breakpoint" } })),
+      "paused at train.py:42",
+    );
+    assert.strictEqual(workerDescription(worker({ state: "idle", agent: false })), "idle (no agent)");
+    assert.strictEqual(workerDescription(worker({ state: "crashed" })), "crashed");
+  });
+
+  it("puts every known field in the tooltip", () => {
+    const tip = workerTooltip(worker({ pid: 5, rank: 1, world_size: 4, gpu_ids: [0, 1], actor_class: "Learner", agent: false }));
+    for (const line of ["worker: w5", "pid: 5", "rank: 1", "world size: 4", "GPUs: 0, 1", "actor class: Learner", "node: 10.0.0.1 (aaaa1111)", "python: 3.12.4"]) {
+      assert.ok(tip.split("\n").includes(line), `${line} in\n${tip}`);
+    }
+    assert.match(tip, /^agent: no/m);
+  });
+
+  it("writes the status bar text", () => {
+    assert.strictEqual(statusText({ status: "connected", workers: [worker({}), worker({})] }), "Ray: 2 workers");
+    assert.strictEqual(statusText({ status: "connected", workers: [worker({})] }), "Ray: 1 worker");
+    assert.strictEqual(statusText({ status: "disconnected", workers: [] }), "Ray: disconnected");
+  });
+});
+
+describe("SSE parser", () => {
+  it("joins chunks split anywhere, CRLF or LF, multi-line data, and skips comments", () => {
+    const got: [string, string][] = [];
+    const p = new SseParser((e, d) => got.push([e, d]));
+    const text = ': keep-alive\r\nevent: workers\r\ndata: [1,\r\ndata: 2]\r\n\r\nevent: crash\ndata: {"id":"x"}\n\ndata: plain\n\n';
+    for (const ch of text) {
+      p.push(ch);
+    }
+    assert.deepStrictEqual(got, [
+      ["workers", "[1,\n2]"],
+      ["crash", '{"id":"x"}'],
+      ["message", "plain"],
+    ]);
+  });
+});
