@@ -46,3 +46,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def marker_line(path, marker: str) -> int:
+    """1-based line of the `# @bp <marker>` comment in a fixture file."""
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if f"# @bp {marker}" in line:
+            return i
+    raise AssertionError(f"no '# @bp {marker}' in {path}")
+
+
+def dap_address(broker) -> tuple[str, int]:
+    host, port = broker.ready["dap"].rsplit(":", 1)
+    return host, int(port)

@@ -82,8 +82,18 @@ class Agent:
         self._thread.start()
 
     def poke(self) -> None:
-        """Send a report now instead of at the next heartbeat (rank or state changed)."""
-        self._wake.set()
+        """Send a report now instead of at the next heartbeat (rank or state changed).
+
+        Called from the user's thread: only submits the call (about a millisecond), never waits.
+        """
+        registry = self._registry
+        if registry is None or self._static is None:
+            self._wake.set()
+            return
+        try:
+            registry.report.remote(self.report())
+        except Exception:  # noqa: BLE001
+            self.log.exception("poke failed")
 
     def stop(self) -> None:
         self._stop.set()
@@ -195,7 +205,8 @@ class Agent:
         if registry is None:
             return None
         try:
-            return ray.get(getattr(registry, method).remote(*args), timeout=CALL_TIMEOUT_S)
+            timeout = CALL_TIMEOUT_S + (args[-1] if method == "heartbeat" else 0)
+            return ray.get(getattr(registry, method).remote(*args), timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - the broker went away or is slow: look again
             self.log.info("registry call %s failed (%s); looking it up again", method, type(exc).__name__)
             self._registry = None
@@ -208,15 +219,28 @@ class Agent:
             if self.disabled:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return
-            self._call("report", info)
-            if self._registry is None:
-                interval = LOOKUP_RETRY_S
-            elif self._actor is None and time.monotonic() - self._started < EARLY_S:
-                interval = EARLY_HEARTBEAT_S  # an actor's identity arrives just after start-up
+            if self._actor is None and time.monotonic() - self._started < EARLY_S:
+                wait = EARLY_HEARTBEAT_S  # an actor's identity arrives just after start-up
             else:
-                interval = HEARTBEAT_S
-            self._wake.wait(interval)
-            self._wake.clear()
+                wait = HEARTBEAT_S
+            # One call is both the heartbeat and a long poll for commands.
+            commands = self._call("heartbeat", info, wait)
+            if commands is None:
+                self._wake.wait(LOOKUP_RETRY_S)
+                self._wake.clear()
+                continue
+            for command in commands:
+                self._run_command(command)
+
+    def _run_command(self, command: dict) -> None:
+        from raysleuth.agent import commands
+
+        try:
+            result = commands.run(self, command)
+        except Exception as exc:  # noqa: BLE001 - a failed command must not end the agent
+            self.log.exception("command %s failed", command.get("op"))
+            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        self._call("command_result", command["id"], result)
 
     def _goodbye(self) -> None:
         if self._registry is None or self._static is None or self.disabled:

@@ -1,17 +1,20 @@
-"""The broker's DAP front door: one TCP port for every debug session.
+"""The broker's DAP front door: one TCP port for every debug session, any DAP client.
 
-The broker answers `initialize` itself and checks the attach token. Leasing worker connections
-through node relays is the attach capability's work (issue #3); until it lands, a valid attach
-fails with a message that says so, rather than hanging.
+The broker answers `initialize` itself; `attach {token, worker | rank}` leases the worker's link
+(one debugpy connection per worker) and from then on requests and events pass through, with
+paths mapped. Ending a session leaves the worker running and its link open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.dap.framing import FramingError, encode, read_message
+from raysleuth.dap.paths import PathMapper
+from raysleuth.errors import SleuthError
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +24,28 @@ CAPABILITIES = {
     "supportsHitConditionalBreakpoints": True,
     "supportsLogPoints": True,
     "supportsEvaluateForHovers": True,
+    "supportsSetVariable": True,
+    "supportsSetExpression": True,
+    "supportsFunctionBreakpoints": True,
+    "supportsDelayedStackTraceLoading": True,
+    "supportsExceptionInfoRequest": True,
+    "supportsValueFormattingOptions": True,
+    "supportsTerminateRequest": True,
     "supportTerminateDebuggee": False,
+    "supportsGotoTargetsRequest": True,
+    "supportsClipboardContext": True,
+    "supportsStepInTargetsRequest": True,
+    "exceptionBreakpointFilters": [
+        {"filter": "raised", "label": "Raised Exceptions", "default": False},
+        {"filter": "uncaught", "label": "Uncaught Exceptions", "default": True},
+    ],
 }
+"""What the broker announces before it knows the worker: debugpy's usual set."""
 
 
 class DapSession:
+    """One client connection on the front door. `str()` names it: `DapSession[3 rank=2]`."""
+
     _next_id = 0
 
     def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -35,15 +55,27 @@ class DapSession:
         self.reader = reader
         self.writer = writer
         self.seq = 0
+        self.link = None
+        self.paths = PathMapper()
+        self.breakpoint_sources: set[str] = set()
+        """Worker-side paths this session set breakpoints in (cleared when it ends)."""
+        self.configured = False
+        self._write_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
 
     def __str__(self) -> str:
-        return f"DapSession[{self.id}]"
+        rank = self.link.worker.get("rank") if self.link else None
+        return f"DapSession[{self.id} rank={rank}]"
+
+    # --- sending ----------------------------------------------------------------------------
 
     async def send(self, message: dict) -> None:
-        self.seq += 1
-        message["seq"] = self.seq
-        self.writer.write(encode(message))
-        await self.writer.drain()
+        async with self._write_lock:
+            self.seq += 1
+            message["seq"] = self.seq
+            self.writer.write(encode(message))
+            with contextlib.suppress(ConnectionError):
+                await self.writer.drain()
 
     async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> None:
         msg = {"type": "response", "request_seq": request.get("seq", 0),
@@ -55,6 +87,24 @@ class DapSession:
             msg["body"] = body
         await self.send(msg)
 
+    async def event(self, event: str, body: dict | None = None) -> None:
+        await self.send({"type": "event", "event": event, "body": body or {}})
+
+    async def output(self, text: str, category: str = "console") -> None:
+        await self.event("output", {"category": category, "output": text.rstrip("\n") + "\n"})
+
+    def forward_event(self, msg: dict) -> None:
+        """An event from the worker's debugpy, for this session's client."""
+        body = self.paths.map_message(dict(msg.get("body") or {}), to_remote=False)
+        self._spawn(self.event(msg.get("event"), body))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # --- requests the broker answers itself -------------------------------------------------
+
     async def initialize_request(self, request: dict) -> bool:
         await self.respond(request, CAPABILITIES)
         return True
@@ -65,36 +115,117 @@ class DapSession:
         if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.broker.token):
             await self.respond(request, error=(
                 "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
-                f"{self.broker.token_file} (the extension reads it from broker.json)."))
+                f"{self.broker.token_file} (clients read it from broker.json's token_file)."))
             return True
-        await self.respond(request, error=(
-            "Ray Sleuth: this broker lists workers but cannot attach to them yet "
-            "(the attach capability is tracked in issue #3)."))
+        if self.link is not None:
+            await self.respond(request, error="Ray Sleuth: this session is attached already.")
+            return True
+        try:
+            worker = self.broker.resolve_target(args)
+            self.paths = PathMapper(args.get("pathMappings"))
+            self.link = await self.broker.lease_link(worker, self, progress=self._progress)
+        except SleuthError as exc:
+            await self.respond(request, error=f"Ray Sleuth: {exc.message}" + (
+                f" {exc.hint}" if exc.hint else ""))
+            return True
+        await self.respond(request)
+        await self.event("initialized")
+        return True
+
+    async def _progress(self, text: str) -> None:
+        await self.output(f"Ray Sleuth: {text}")
+
+    async def configurationDone_request(self, request: dict) -> bool:
+        await self.respond(request)
+        self.configured = True
+        if self.link is not None:
+            # The worker may have stopped before this client came: say where, as debugpy won't.
+            for tid, body in list(self.link.stopped.items()):
+                await self.event("stopped", {"reason": body.get("reason", "pause"), "threadId": tid,
+                                             "allThreadsStopped": body.get("allThreadsStopped", True),
+                                             "description": body.get("description")})
         return True
 
     async def disconnect_request(self, request: dict) -> bool:
+        await self.release()
         await self.respond(request)
         return False
 
+    async def terminate_request(self, request: dict) -> bool:
+        # Ending a session never ends the worker: the job goes on.
+        await self.release()
+        await self.respond(request)
+        await self.event("terminated")
+        return True
+
+    # --- pass-through -----------------------------------------------------------------------
+
+    async def forward(self, request: dict) -> None:
+        command = request.get("command")
+        args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        if command == "setBreakpoints":
+            path = (args.get("source") or {}).get("path")
+            if path:
+                self.breakpoint_sources.add(path)
+        try:
+            resp = await self.link.request(command, args)
+        except SleuthError as exc:
+            await self.respond(request, error=f"Ray Sleuth: {exc.message}")
+            return
+        except asyncio.TimeoutError:
+            await self.respond(request, error=f"Ray Sleuth: the worker did not answer '{command}' in time.")
+            return
+        body = self.paths.map_message(resp.get("body") or {}, to_remote=False)
+        if resp.get("success", False):
+            await self.respond(request, body)
+        else:
+            msg = {"type": "response", "request_seq": request.get("seq", 0), "command": command,
+                   "success": False, "message": resp.get("message") or "failed", "body": body}
+            await self.send(msg)
+
+    async def release(self) -> None:
+        """End this session's lease: its breakpoints go, a stopped worker runs on."""
+        link, self.link = self.link, None
+        if link is None:
+            return
+        await self.broker.release_link(link, self)
+
+    async def link_closed(self, link) -> None:
+        """The worker's debugger went away (the worker exited or was killed)."""
+        if link is not self.link:
+            return
+        self.link = None
+        cause = self.broker.describe_exit(link.worker_id)
+        await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
+        await self.event("terminated")
+
     async def run(self) -> None:
-        while True:
-            try:
-                request = await read_message(self.reader)
-            except (FramingError, asyncio.IncompleteReadError) as exc:
-                log.info("%s: bad input (%s); closing", self, exc)
-                return
-            if request is None:
-                return
-            if request.get("type") != "request":
-                continue
-            handler = getattr(self, f"{request.get('command')}_request", None)
-            if handler is None:
-                await self.respond(request, error=(
-                    f"Ray Sleuth: '{request.get('command')}' needs an attached worker; "
-                    "send attach with {token, worker} or {token, rank} first."))
-                continue
-            if not await handler(request):
-                return
+        try:
+            while True:
+                try:
+                    request = await read_message(self.reader)
+                except (FramingError, asyncio.IncompleteReadError) as exc:
+                    log.info("%s: bad input (%s); closing", self, exc)
+                    return
+                if request is None:
+                    return
+                if request.get("type") != "request":
+                    continue
+                command = request.get("command")
+                handler = getattr(self, f"{command}_request", None)
+                if handler is not None:
+                    if not await handler(request):
+                        return
+                elif self.link is None:
+                    await self.respond(request, error=(
+                        f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
+                        "{token, worker} or {token, rank} first."))
+                else:
+                    # Sent in order, answered as they come: a slow evaluate blocks nothing.
+                    self._spawn(self.forward(request))
+                    await asyncio.sleep(0)
+        finally:
+            await self.release()
 
 
 class DapFrontDoor:
@@ -110,4 +241,6 @@ class DapFrontDoor:
         except Exception:  # noqa: BLE001 - one session's failure must not end the broker
             log.exception("%s failed", session)
         finally:
+            with contextlib.suppress(Exception):
+                await session.release()
             writer.close()

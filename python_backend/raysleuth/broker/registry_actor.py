@@ -18,6 +18,10 @@ class SleuthRegistry:
         self._reports: dict[str, dict] = {}
         self._version = 0
         self._changed = asyncio.Event()
+        self._commands: dict[str, list[dict]] = {}
+        self._command_ready: dict[str, asyncio.Event] = {}
+        self._results: dict[int, asyncio.Future] = {}
+        self._next_command = 0
 
     def _bump(self) -> None:
         self._version += 1
@@ -51,6 +55,46 @@ class SleuthRegistry:
             except asyncio.TimeoutError:
                 pass
         return {"version": self._version, "reports": list(self._reports.values()), "time": time.time()}
+
+    # --- commands to agents: the broker waits for the result, the agent long-polls -----------
+
+    async def heartbeat(self, info: dict, wait: float) -> list[dict]:
+        """An agent's report, then its pending commands (waiting up to `wait` s for one)."""
+        await self.report(info)
+        return await self.poll_commands(info["id"], wait)
+
+    async def poll_commands(self, worker_id: str, wait: float) -> list[dict]:
+        if not self._commands.get(worker_id):
+            ev = self._command_ready.setdefault(worker_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(ev.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            ev.clear()
+        return self._commands.pop(worker_id, [])
+
+    async def command(self, worker_id: str, command: dict, timeout: float) -> dict:
+        """Run `command` in the worker's agent; its result, or an error after `timeout` s."""
+        self._next_command += 1
+        cid = self._next_command
+        fut = asyncio.get_running_loop().create_future()
+        self._results[cid] = fut
+        self._commands.setdefault(worker_id, []).append(dict(command, id=cid))
+        self._command_ready.setdefault(worker_id, asyncio.Event()).set()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return {"ok": False, "error": f"the worker's agent did not answer within {timeout:.0f} s"}
+        finally:
+            self._results.pop(cid, None)
+            pending = self._commands.get(worker_id)
+            if pending:
+                self._commands[worker_id] = [c for c in pending if c["id"] != cid]
+
+    async def command_result(self, command_id: int, result: dict) -> None:
+        fut = self._results.get(command_id)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
 
     async def ping(self) -> str:
         return "pong"

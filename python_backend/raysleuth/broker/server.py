@@ -85,6 +85,14 @@ class Broker:
         self.http_url: str | None = None
         self.dap_address: str | None = None
         self.started = time.time()
+        self.links: dict = {}
+        """Worker id → WorkerLink: the broker's one debugpy connection per debugged worker."""
+        self._link_opening: dict[str, asyncio.Future] = {}
+        self.relays: dict[str, object] = {}
+        """Node id → that node's NodeRelay actor handle."""
+        self._relay_starting: dict[str, asyncio.Task] = {}
+        self.ray_debugger_ports: dict[str, int] = {}
+        """Worker id → port of a debugpy listener Ray's own breakpoint() opened (State API)."""
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
@@ -111,11 +119,127 @@ class Broker:
         }
 
     def recompute(self) -> None:
-        self._workers = merge_workers(self.reports, self.state, time.time())
+        workers = merge_workers(self.reports, self.state, time.time())
+        for w in workers:
+            link = self.links.get(w["id"])
+            if link is not None and link.stopped and w["state"] != "exited":
+                w["state"] = "paused"
+                w["paused_at"] = link.paused_at
+        self._workers = workers
+        if self.state is not None:
+            self.ray_debugger_ports = {
+                sw["worker_id"]: sw["debugger_port"] for sw in self.state.workers
+                if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")}
+            for n in self.state.nodes:
+                if n.get("state") == "ALIVE" and n["node_id"] not in self.relays:
+                    self._start_relay_soon(n["node_id"])
         view = comparable(self._workers)
         if view != self._published:
             self._published = view
             self.hub.publish("workers", self._workers)
+
+    # --- debugging: relays, links, leases ----------------------------------------------------
+
+    def _start_relay_soon(self, node_id: str) -> None:
+        if node_id not in self._relay_starting:
+            self._relay_starting[node_id] = asyncio.ensure_future(self._start_relay(node_id))
+
+    async def _start_relay(self, node_id: str):
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from raysleuth.broker.relay_actor import NodeRelay
+
+        try:
+            relay = NodeRelay.options(
+                name=f"raysleuth-relay-{node_id[:16]}", namespace=names.NAMESPACE, get_if_exists=True,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
+            ).remote()
+            await asyncio.wait_for(relay.ping.remote(), 60)
+        except Exception as exc:  # noqa: BLE001
+            self._relay_starting.pop(node_id, None)
+            raise SleuthError(f"Could not start the node relay on node {node_id[:8]}: {exc}",
+                              "Check that the node is alive (`ray status`).") from exc
+        self.relays[node_id] = relay
+        log.info("relay ready on node %s", node_id[:8])
+        return relay
+
+    async def relay_for(self, node_id: str | None):
+        if not node_id:
+            raise SleuthError("The worker's node is unknown.", "Wait a moment and attach again.")
+        if node_id in self.relays:
+            return self.relays[node_id]
+        self._start_relay_soon(node_id)
+        return await asyncio.shield(self._relay_starting[node_id])
+
+    def resolve_target(self, args: dict) -> dict:
+        """The worker an attach names: `worker` (an id or unique prefix) or `rank` (+ `job`)."""
+        from raysleuth.broker.targets import resolve_target
+
+        return resolve_target(self._workers, args)
+
+    async def lease_link(self, worker: dict, session, progress=None):
+        """The worker's link, opened if need be, leased to `session`."""
+        from raysleuth.broker.links import WorkerLink
+
+        wid = worker["id"]
+        link = self.links.get(wid)
+        if link is not None and link.lease is not None and link.lease is not session:
+            raise SleuthError(
+                f"Worker pid {worker.get('pid')} (rank {worker.get('rank')}) is being debugged by "
+                f"another session ({link.lease}).",
+                "One session per worker: end the other session first, or attach to another rank.")
+        if link is None:
+            opening = self._link_opening.get(wid)
+            if opening is not None:
+                link = await asyncio.shield(opening)
+            else:
+                fut = asyncio.get_running_loop().create_future()
+                self._link_opening[wid] = fut
+                link = WorkerLink(self, worker)
+                try:
+                    await link.open(progress and (lambda m: asyncio.ensure_future(progress(m))))
+                except BaseException as exc:
+                    fut.set_exception(exc)
+                    fut.exception()  # retrieved: nobody else may be waiting
+                    with contextlib.suppress(Exception):
+                        await link.close("open failed")
+                    raise
+                finally:
+                    self._link_opening.pop(wid, None)
+                self.links[wid] = link
+                fut.set_result(link)
+            if link.lease is not None and link.lease is not session:
+                raise SleuthError(f"Worker pid {worker.get('pid')} was just leased by {link.lease}.",
+                                  "End the other session first.")
+        link.lease = session
+        self.recompute()
+        return link
+
+    async def release_link(self, link, session) -> None:
+        """A session ended: clear its breakpoints, let the worker run on, keep the link."""
+        if link.lease is not session:
+            return
+        link.lease = None
+        if link.closed.is_set():
+            return
+        try:
+            for path in session.breakpoint_sources:
+                await link.request("setBreakpoints", {"source": {"path": path}, "breakpoints": []})
+            await link.request("setFunctionBreakpoints", {"breakpoints": []})
+            await link.request("setExceptionBreakpoints", {"filters": []})
+            for tid in list(link.stopped):
+                await link.request("continue", {"threadId": tid})
+        except Exception as exc:  # noqa: BLE001 - the worker may be gone: nothing to release
+            log.info("%s: release after %s: %s", link, session, exc)
+
+    def describe_exit(self, worker_id: str) -> str:
+        for w in self._workers:
+            if w["id"] == worker_id:
+                if w["state"] == "exited":
+                    return "the worker exited"
+                return f"the debugger connection dropped (worker state: {w['state']})"
+        return "the worker is gone"
 
     # --- Ray side ---------------------------------------------------------------------------
 
@@ -204,6 +328,10 @@ class Broker:
         finally:
             log.info("%s stopping", self)
             _remove_if_ours(broker_file)
+            for link in list(self.links.values()):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.release_link(link, link.lease), 2)
+                    await asyncio.wait_for(link.close("the broker stopped"), 2)
             for t in tasks:
                 t.cancel()
             dap_server.close()

@@ -1,0 +1,53 @@
+"""Commands the broker sends to a worker's agent (through the registry actor), run in the agent
+thread. Each returns a JSON-able dict with "ok"; none may raise into the worker.
+"""
+
+from __future__ import annotations
+
+import threading
+
+LISTEN_HOST = "127.0.0.1"
+"""debugpy listens on loopback only: the node relay is the one way in."""
+
+_listener: tuple[str, int] | None = None
+"""(host, port) of this worker's debugpy listener, once opened (debugpy allows one per process)."""
+
+_lock = threading.Lock()
+
+
+def open_listener() -> tuple[str, int]:
+    """Open debugpy on 127.0.0.1 with its in-process adapter, once; reuse Ray's if it has one.
+
+    After ours, Ray is told the port so that a user's own `breakpoint()` (Ray's debugpy path)
+    reuses it instead of failing on a second `listen()`.
+    """
+    global _listener
+    with _lock:
+        if _listener is not None:
+            return _listener
+        import ray
+
+        w = ray._private.worker.global_worker
+        ray_port = w.debugger_port  # a GCS lookup: set when Ray's breakpoint() listens already
+        if ray_port:  # Ray's breakpoint() already listens, on the node's address
+            _listener = (w.node_ip_address, int(ray_port))
+            return _listener
+        import debugpy
+
+        host, port = debugpy.listen((LISTEN_HOST, 0), in_process_debug_adapter=True)
+        _listener = (host, int(port))
+        try:
+            w.set_debugger_port(port)
+        except Exception:  # noqa: BLE001 - older Ray: breakpoint() would then open its own
+            pass
+        return _listener
+
+
+def run(agent, command: dict) -> dict:
+    op = command.get("op")
+    if op == "listen":
+        host, port = open_listener()
+        return {"ok": True, "host": host, "port": port}
+    if op == "ping":
+        return {"ok": True}
+    return {"ok": False, "error": f"unknown command {op!r}"}

@@ -1,0 +1,99 @@
+"""The node relay: one async Ray actor per node that carries DAP bytes between the broker and the
+debugpy listeners on its node's loopback. No worker node opens a port for it.
+
+Bytes flow in batches: `recv` long-polls and returns everything buffered, so one Ray call carries
+many DAP messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import ray
+
+RECV_CHUNK = 1 << 16
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.buffer = bytearray()
+        self.closed = False
+        self.data_ready = asyncio.Event()
+        self.pump: asyncio.Task | None = None
+
+
+@ray.remote(num_cpus=0, max_concurrency=10_000)
+class NodeRelay:
+    def __init__(self) -> None:
+        self._conns: dict[int, _Conn] = {}
+        self._ids = itertools.count(1)
+
+    async def ping(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            return {"ok": False, "error": f"cannot connect to {host}:{port} on this node: {exc}"}
+        cid = next(self._ids)
+        conn = _Conn(reader, writer)
+        conn.pump = asyncio.create_task(self._pump(conn))
+        self._conns[cid] = conn
+        return {"ok": True, "conn": cid}
+
+    async def _pump(self, conn: _Conn) -> None:
+        try:
+            while True:
+                data = await conn.reader.read(RECV_CHUNK)
+                if not data:
+                    break
+                conn.buffer += data
+                conn.data_ready.set()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            conn.closed = True
+            conn.data_ready.set()
+
+    async def send(self, cid: int, data: bytes) -> bool:
+        conn = self._conns.get(cid)
+        if conn is None or conn.closed:
+            return False
+        try:
+            conn.writer.write(data)
+            await conn.writer.drain()
+            return True
+        except OSError:
+            return False
+
+    async def recv(self, cid: int, wait: float) -> tuple[bytes, bool]:
+        """Buffered bytes (waiting up to `wait` s for some) and whether the connection ended."""
+        conn = self._conns.get(cid)
+        if conn is None:
+            return b"", True
+        if not conn.buffer and not conn.closed:
+            try:
+                await asyncio.wait_for(conn.data_ready.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+        conn.data_ready.clear()
+        data = bytes(conn.buffer)
+        conn.buffer.clear()
+        if conn.closed and not data:
+            self._conns.pop(cid, None)
+            return b"", True
+        return data, False
+
+    async def close(self, cid: int) -> None:
+        conn = self._conns.pop(cid, None)
+        if conn is not None:
+            conn.writer.close()
+            if conn.pump:
+                conn.pump.cancel()
+
+    async def connections(self) -> int:
+        return len(self._conns)

@@ -1,0 +1,141 @@
+"""Click to attach: the broker's DAP front door, node relay and lazy loopback debugpy, for real."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+
+import psutil
+import pytest
+import ranked_job
+import ray
+from helpers import FIXTURES, dap_address, marker_line, wait_until
+
+from raysleuth.dap.client import DapClient, DapError, open_session
+
+JOB = str(FIXTURES / "ranked_job.py")
+STEP_LINE = marker_line(JOB, "step-loop")
+
+
+@pytest.fixture(scope="module")
+def ranked(ray_cluster, client):
+    cls = ray.remote(num_cpus=1)(ranked_job.RankedTrainer)
+    actors = [cls.remote(100 + r, 2) for r in range(2)]
+    pids = ray.get([a.pid.remote() for a in actors])
+    wait_until(lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == 2,
+               timeout=10, message="ranked attach targets listed")
+    yield actors, pids
+    for a in actors:
+        ray.kill(a)
+
+
+def is_loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip)
+    return addr.is_loopback or bool(getattr(addr, "ipv4_mapped", None) and addr.ipv4_mapped.is_loopback)
+
+
+def worker_by_pid(client, pid):
+    return next(w for w in client.workers() if w["pid"] == pid)
+
+
+async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, ranked):
+    actors, pids = ranked
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "rank": 100},
+                           breakpoints={JOB: [{"line": STEP_LINE}]})
+    try:
+        ref = actors[0].step.remote(3)
+        stopped = await s.wait_event("stopped", timeout=30)
+        tid = stopped["body"]["threadId"]
+        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        assert frames[0]["line"] == STEP_LINE and frames[0]["source"]["path"] == JOB
+        ev = await s.request("evaluate", {"expression": "step * 10", "frameId": frames[0]["id"],
+                                          "context": "repl"})
+        assert ev["body"]["result"] == "30"
+        paused = await asyncio.to_thread(wait_until, lambda: worker_by_pid(client, pids[0])["state"] == "paused"
+                                         and worker_by_pid(client, pids[0]), 10, 0.1, "paused state")
+        assert paused["paused_at"]["line"] == STEP_LINE
+        await s.request("setBreakpoints", {"source": {"path": JOB}, "breakpoints": []})
+        await s.request("continue", {"threadId": tid})
+        assert await asyncio.wait_for(ref, 30) == sum(i * 3 for i in range(1000))
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+
+
+async def test_bad_token_fails_attach_with_message(broker, ranked):
+    host, port = dap_address(broker)
+    c = await DapClient.connect(host, port)
+    try:
+        await c.request("initialize", {"adapterID": "raysleuth"})
+        with pytest.raises(DapError, match="token is missing or wrong"):
+            await c.request("attach", {"token": "nope", "rank": 100})
+        with pytest.raises(DapError, match="No live worker has rank 999"):
+            await c.request("attach", {"token": broker.token, "rank": 999})
+        with pytest.raises(DapError, match="needs an attached worker"):
+            await c.request("threads", {})
+    finally:
+        await c.close()
+
+
+async def test_two_sessions_at_once_and_second_on_same_worker_is_refused(broker, ranked):
+    actors, pids = ranked
+    host, port = dap_address(broker)
+    bps = {JOB: [{"line": STEP_LINE}]}
+    s0 = await open_session(host, port, {"token": broker.token, "rank": 100}, breakpoints=bps)
+    s1 = await open_session(host, port, {"token": broker.token, "rank": 101}, breakpoints=bps)
+    try:
+        with pytest.raises(DapError, match="being debugged by another session"):
+            await open_session(host, port, {"token": broker.token, "rank": 101})
+        refs = [a.step.remote(2) for a in actors]
+        for s in (s0, s1):
+            ev = await s.wait_event("stopped", timeout=30)
+            frames = (await s.request("stackTrace", {"threadId": ev["body"]["threadId"]}))["body"]
+            assert frames["stackFrames"][0]["line"] == STEP_LINE
+        # Ending a session leaves its worker running (breakpoints cleared, thread continued).
+        for s in (s0, s1):
+            await s.request("disconnect", {})
+        assert await asyncio.wait_for(asyncio.gather(*refs), 30) == [sum(i * 2 for i in range(1000))] * 2
+        # ...and the next step does not stop any more.
+        assert await asyncio.wait_for(actors[0].step.remote(1), 30) == sum(range(1000))
+    finally:
+        await s0.close()
+        await s1.close()
+
+
+async def test_attach_by_worker_id_and_debugpy_listens_on_loopback_only(broker, client, ranked):
+    actors, pids = ranked
+    w = worker_by_pid(client, pids[1])
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "worker": w["id"]})
+    try:
+        threads = (await s.request("threads", {}))["body"]["threads"]
+        assert threads
+        listening = [c.laddr for c in psutil.Process(pids[1]).net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert listening, "the attached worker has a debugpy listener"
+        assert all(is_loopback(addr.ip) for addr in listening), listening
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+
+
+async def test_killing_worker_mid_session_ends_the_session_cleanly(broker, client, ray_cluster):
+    a = ray.remote(num_cpus=1)(ranked_job.RankedTrainer).remote(200, 1)
+    pid = await a.pid.remote()
+    await asyncio.to_thread(wait_until, lambda: any(w["pid"] == pid and w["rank"] == 200
+                                                    for w in client.workers()), 10)
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "rank": 200},
+                           breakpoints={JOB: [{"line": STEP_LINE}]})
+    try:
+        a.step.remote(1)
+        await s.wait_event("stopped", timeout=30)
+        ray.kill(a)
+        await s.wait_event("terminated", timeout=30)
+        out = [e["body"]["output"] for e in s.events if e["event"] == "output"]
+        assert any("ended" in o and "pid=%d" % pid in o for o in out), out
+        # The broker runs on and serves others.
+        assert client.workers() is not None
+    finally:
+        await s.close()
