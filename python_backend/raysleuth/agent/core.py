@@ -137,6 +137,10 @@ class Agent:
             "python": ".".join(map(str, sys.version_info[:3])),
             "driver": getattr(w, "mode", None) == 0,  # SCRIPT_MODE: a driver ran raysleuth.init()
         }
+        if not self._static["driver"]:
+            from raysleuth.agent import breakpoint as bp
+
+            bp.install()
         return True
 
     def _actor_identity(self) -> dict:
@@ -174,6 +178,10 @@ class Agent:
         except Exception:  # noqa: BLE001
             info["gpu_ids"] = []
         info["state"] = "running"
+        bp = sys.modules.get("raysleuth.agent.breakpoint")
+        if bp is not None and bp.paused_at is not None:
+            info["state"] = "paused"
+            info["paused_at"] = dict(bp.paused_at)
         info["agent_source"] = self.source
         info["time"] = time.time()
         return info

@@ -81,7 +81,8 @@ class WorkerLink:
 
     async def _listener(self, say) -> tuple[str, int]:
         port = self.broker.ray_debugger_ports.get(self.worker_id)
-        if port:  # paused in Ray's own breakpoint(): debugpy listens on the node's address
+        if port and not self.worker.get("agent"):
+            # No agent, paused in Ray's own breakpoint(): Ray's debugpy listens on the node's address.
             self.via_ray_breakpoint = True
             return self.worker.get("node_ip") or "127.0.0.1", int(port)
         if not self.worker.get("agent"):

@@ -227,9 +227,11 @@ async function stopGroup(child: ChildProcess | undefined, name: string): Promise
 
 function workbenchUrl(port: number, workspace: string, withTests: boolean): string {
   const authority = `127.0.0.1:${port}`;
-  const payload: [string, string][] = [["extensionDevelopmentPath", `vscode-remote://${authority}${ROOT}`]];
+  // Paths may hold spaces or non-ASCII letters (CI checks out anywhere): encode each segment.
+  const uri = (p: string) => `vscode-remote://${authority}${p.split("/").map(encodeURIComponent).join("/")}`;
+  const payload: [string, string][] = [["extensionDevelopmentPath", uri(ROOT)]];
   if (withTests) {
-    payload.push(["extensionTestsPath", `vscode-remote://${authority}${path.join(ROOT, "dist/tests/suite/index.js")}`]);
+    payload.push(["extensionTestsPath", uri(path.join(ROOT, "dist/tests/suite/index.js"))]);
   }
   return `http://${authority}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
 }

@@ -139,3 +139,33 @@ async def test_killing_worker_mid_session_ends_the_session_cleanly(broker, clien
         assert client.workers() is not None
     finally:
         await s.close()
+
+
+async def test_worker_paused_by_plain_breakpoint_is_listed_and_attachable(broker, client, ray_cluster):
+    line = marker_line(JOB, "plain-breakpoint")
+    ref = ray.remote(ranked_job.task_with_breakpoint).remote(20)
+
+    def paused():
+        ws = [w for w in client.workers() if w["state"] == "paused" and w["paused_at"]
+              and w["paused_at"]["line"] == line and w["task"] == "task_with_breakpoint"]
+        return ws[0] if ws else None
+
+    w = await asyncio.to_thread(wait_until, paused, 20, 0.1, "a worker paused in breakpoint()")
+    assert w["paused_at"]["path"] == JOB
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "worker": w["id"]})
+    try:
+        ev = await s.wait_event("stopped", timeout=30)
+        frames = (await s.request("stackTrace", {"threadId": ev["body"]["threadId"]}))["body"]["stackFrames"]
+        user = [f for f in frames if f["source"].get("path") == JOB]
+        assert user and user[0]["line"] in (line, line + 1)
+        got = await s.request("evaluate", {"expression": "y", "frameId": user[0]["id"], "context": "repl"})
+        assert got["body"]["result"] == "40"
+        await s.request("continue", {"threadId": ev["body"]["threadId"]})
+        assert await asyncio.wait_for(ref, 30) == 41
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+    listening = [c.laddr for c in psutil.Process(w["pid"]).net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN]
+    assert all(is_loopback(a.ip) for a in listening), listening
