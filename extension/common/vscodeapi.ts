@@ -7,9 +7,10 @@ export function getSetting<T>(key: string, fallback: T): T {
   return vscode.workspace.getConfiguration(SETTINGS_SECTION).get<T>(key, fallback);
 }
 
-export function onDidChangeSettings(listener: () => void): vscode.Disposable {
+/** Calls listener when one of the given raySleuth.* settings changes. */
+export function onDidChangeSettings(keys: readonly string[], listener: () => void): vscode.Disposable {
   return vscode.workspace.onDidChangeConfiguration((e) => {
-    if (e.affectsConfiguration(SETTINGS_SECTION)) {
+    if (keys.some((k) => e.affectsConfiguration(`${SETTINGS_SECTION}.${k}`))) {
       listener();
     }
   });

@@ -35,6 +35,22 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_attach(args) -> int:
+    import asyncio
+
+    from raysleuth.errors import BadRequest
+    from raysleuth.terminal import run_attach, split_target
+
+    if not args.worker and args.rank is None:
+        raise BadRequest(
+            "Say which worker: raysleuth attach WORKER_ID, or --rank N.",
+            "`raysleuth list` shows worker ids and ranks.",
+        )
+    client = _client(args)
+    dap = client.get("/v1/status").get("dap")
+    return asyncio.run(run_attach(dap, client.token, split_target(args.worker, args.rank, args.job)))
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -61,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(ls)
     ls.set_defaults(fn=cmd_list)
+
+    a = sub.add_parser("attach", help="a terminal debugger on one worker (by id, or --rank N)")
+    a.add_argument("worker", nargs="?", help="worker id (or a unique prefix of it)")
+    a.add_argument("--rank", type=int, help="attach to the worker with this rank")
+    a.add_argument("--job", help="job id, when ranks of two jobs collide")
+    client_opts(a)
+    a.set_defaults(fn=cmd_attach)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")

@@ -27,8 +27,11 @@ class BrokerClient:
         return f"BrokerClient[{self.url}]"
 
     @classmethod
-    def discover(cls, broker: str | None = None, state_dir: str | os.PathLike | None = None,
-                 ) -> BrokerClient:
+    def discover(
+        cls,
+        broker: str | None = None,
+        state_dir: str | os.PathLike | None = None,
+    ) -> BrokerClient:
         sd = resolve_state_dir(state_dir)
         url = broker or os.environ.get("RAYSLEUTH_BROKER")
         token_file = sd / TOKEN_FILE
@@ -43,8 +46,9 @@ class BrokerClient:
                     " / set RAYSLEUTH_BROKER.",
                 ) from None
             except ValueError as exc:
-                raise SleuthError(f"{info_path} is not valid JSON ({exc}).",
-                                  "Remove it and start the broker again.") from exc
+                raise SleuthError(
+                    f"{info_path} is not valid JSON ({exc}).", "Remove it and start the broker again."
+                ) from exc
             url = info["http"]
             token_file = Path(info.get("token_file") or token_file)
         token = os.environ.get("RAYSLEUTH_TOKEN", "").strip()
@@ -52,15 +56,20 @@ class BrokerClient:
             try:
                 token = token_file.read_text().strip()
             except OSError as exc:
-                raise SleuthError(f"Cannot read the broker token at {token_file} ({exc.strerror}).",
-                                  "Set RAYSLEUTH_TOKEN, or run as the user who started the broker."
-                                  ) from exc
+                raise SleuthError(
+                    f"Cannot read the broker token at {token_file} ({exc.strerror}).",
+                    "Set RAYSLEUTH_TOKEN, or run as the user who started the broker.",
+                ) from exc
         return cls(url, token)
 
     def request(self, method: str, path: str, body=None):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.load(resp)

@@ -93,16 +93,22 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
     sd = resolve_state_dir(state_dir)
     if _live_broker_file(sd):
-        raise SleuthError(f"A broker already runs for {sd}.",
-                          "Stop it, or run the demo with --state-dir DIR.")
+        raise SleuthError(
+            f"A broker already runs for {sd}.", "Stop it, or run the demo with --state-dir DIR."
+        )
     # Workers inherit the raylet's environment: this is the no-code-change activation.
     os.environ["RAYSLEUTH"] = "1"
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep the demo on loopback
     import ray
 
     _say("[1/4] starting an embedded local Ray cluster (agent on: RAYSLEUTH=1) ...")
-    ctx = ray.init(num_cpus=WORLD_SIZE + 4, include_dashboard=True, _node_ip_address="127.0.0.1",
-                   log_to_driver=False, logging_level="WARNING")
+    ctx = ray.init(
+        num_cpus=WORLD_SIZE + 4,
+        include_dashboard=True,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        logging_level="WARNING",
+    )
     broker = None
     stop = {"now": False}
 
@@ -118,8 +124,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
         _say(f"[3/4] starting {WORLD_SIZE} ranked Trainer actors ...")
         trainer_cls = ray.remote(num_cpus=1)(Trainer)
-        trainers = [trainer_cls.options(name=f"trainer-{r}").remote(r, WORLD_SIZE)
-                    for r in range(WORLD_SIZE)]
+        trainers = [trainer_cls.options(name=f"trainer-{r}").remote(r, WORLD_SIZE) for r in range(WORLD_SIZE)]
         prefetch = ray.remote(num_cpus=1)(prefetch_batch)
         workers = _wait_for_ranked_workers(client, WORLD_SIZE, timeout=60)
         print(format_workers(workers), flush=True)
@@ -154,7 +159,7 @@ def _connect_help(sd: Path, broker) -> str:
     return f"""
 Connect VS Code: open the Ray Sleuth view and run "Ray Sleuth: Connect to Broker"
   (it reads {sd / BROKER_FILE}; or set raySleuth.brokerAddress={broker.http}
-  and raySleuth.tokenFile={broker.ready['token_file']}).
+  and raySleuth.tokenFile={broker.ready["token_file"]}).
 Terminal:  raysleuth list --state-dir {sd}
 Your own cluster instead:
   RAYSLEUTH=1 ray start --head            # every worker gets the agent, no code change

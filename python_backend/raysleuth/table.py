@@ -20,7 +20,16 @@ def format_workers(workers: list[dict]) -> str:
         if not w.get("agent"):
             state += " (no agent)"
         node = f"{w.get('node_ip') or '?'} {_short(w.get('node_id'), 4)}"
-        rows.append((node, str(w.get("pid") or "-"), actor, _short(w.get("task"), 28),
-                     "-" if w.get("rank") is None else str(w["rank"]), state, _short(w["id"])))
+        rows.append(
+            (
+                node,
+                str(w.get("pid") or "-"),
+                actor,
+                _short(w.get("task"), 28),
+                "-" if w.get("rank") is None else str(w["rank"]),
+                state,
+                _short(w["id"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)

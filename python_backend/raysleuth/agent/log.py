@@ -37,9 +37,7 @@ def agent_logger() -> logging.Logger:
         try:
             path = os.path.join(_log_dir(), f"raysleuth-agent-{os.getpid()}.log")
             handler = logging.FileHandler(path, delay=True)
-            handler.setFormatter(
-                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-            )
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
             logger.addHandler(handler)
         except Exception:  # noqa: BLE001
             logger.addHandler(logging.NullHandler())

@@ -57,8 +57,9 @@ def from_ray_train() -> RankInfo | None:
         rank = ctx.get_world_rank()
         if rank is None:
             return None
-        return RankInfo(int(rank), _int_or_none(ctx.get_local_rank()),
-                        _int_or_none(ctx.get_world_size()), "ray.train")
+        return RankInfo(
+            int(rank), _int_or_none(ctx.get_local_rank()), _int_or_none(ctx.get_world_size()), "ray.train"
+        )
     except Exception:  # noqa: BLE001 - outside a Train worker the context raises
         return None
 

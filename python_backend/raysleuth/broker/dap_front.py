@@ -78,8 +78,12 @@ class DapSession:
                 await self.writer.drain()
 
     async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> None:
-        msg = {"type": "response", "request_seq": request.get("seq", 0),
-               "command": request.get("command"), "success": error is None}
+        msg = {
+            "type": "response",
+            "request_seq": request.get("seq", 0),
+            "command": request.get("command"),
+            "success": error is None,
+        }
         if error is not None:
             msg["message"] = error
             msg["body"] = {"error": {"id": 1, "format": error, "showUser": True}}
@@ -113,9 +117,13 @@ class DapSession:
         args = request.get("arguments") or {}
         token = args.get("token")
         if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.broker.token):
-            await self.respond(request, error=(
-                "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
-                f"{self.broker.token_file} (clients read it from broker.json's token_file)."))
+            await self.respond(
+                request,
+                error=(
+                    "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
+                    f"{self.broker.token_file} (clients read it from broker.json's token_file)."
+                ),
+            )
             return True
         if self.link is not None:
             await self.respond(request, error="Ray Sleuth: this session is attached already.")
@@ -125,8 +133,9 @@ class DapSession:
             self.paths = PathMapper(args.get("pathMappings"))
             self.link = await self.broker.lease_link(worker, self, progress=self._progress)
         except SleuthError as exc:
-            await self.respond(request, error=f"Ray Sleuth: {exc.message}" + (
-                f" {exc.hint}" if exc.hint else ""))
+            await self.respond(
+                request, error=f"Ray Sleuth: {exc.message}" + (f" {exc.hint}" if exc.hint else "")
+            )
             return True
         await self.respond(request)
         await self.event("initialized")
@@ -141,9 +150,15 @@ class DapSession:
         if self.link is not None:
             # The worker may have stopped before this client came: say where, as debugpy won't.
             for tid, body in list(self.link.stopped.items()):
-                await self.event("stopped", {"reason": body.get("reason", "pause"), "threadId": tid,
-                                             "allThreadsStopped": body.get("allThreadsStopped", True),
-                                             "description": body.get("description")})
+                await self.event(
+                    "stopped",
+                    {
+                        "reason": body.get("reason", "pause"),
+                        "threadId": tid,
+                        "allThreadsStopped": body.get("allThreadsStopped", True),
+                        "description": body.get("description"),
+                    },
+                )
         return True
 
     async def disconnect_request(self, request: dict) -> bool:
@@ -179,8 +194,14 @@ class DapSession:
         if resp.get("success", False):
             await self.respond(request, body)
         else:
-            msg = {"type": "response", "request_seq": request.get("seq", 0), "command": command,
-                   "success": False, "message": resp.get("message") or "failed", "body": body}
+            msg = {
+                "type": "response",
+                "request_seq": request.get("seq", 0),
+                "command": command,
+                "success": False,
+                "message": resp.get("message") or "failed",
+                "body": body,
+            }
             await self.send(msg)
 
     async def release(self) -> None:
@@ -217,9 +238,13 @@ class DapSession:
                     if not await handler(request):
                         return
                 elif self.link is None:
-                    await self.respond(request, error=(
-                        f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
-                        "{token, worker} or {token, rank} first."))
+                    await self.respond(
+                        request,
+                        error=(
+                            f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
+                            "{token, worker} or {token, rank} first."
+                        ),
+                    )
                 else:
                     # Sent in order, answered as they come: a slow evaluate blocks nothing.
                     self._spawn(self.forward(request))

@@ -40,17 +40,26 @@ def make_app(broker) -> web.Application:
         except SleuthError as exc:
             return _error(exc.status, exc.message, exc.hint)
         except web.HTTPNotFound:
-            return _error(404, f"No such endpoint: {request.method} {request.path}",
-                          "See the HTTP API in the README: /v1/workers, /v1/nodes, /v1/stream, ...")
+            return _error(
+                404,
+                f"No such endpoint: {request.method} {request.path}",
+                "See the HTTP API in the README: /v1/workers, /v1/nodes, /v1/stream, ...",
+            )
         except web.HTTPMethodNotAllowed as exc:
-            return _error(405, f"{request.method} is not allowed on {request.path}",
-                          f"Use one of: {', '.join(sorted(exc.allowed_methods))}")
+            return _error(
+                405,
+                f"{request.method} is not allowed on {request.path}",
+                f"Use one of: {', '.join(sorted(exc.allowed_methods))}",
+            )
         except (web.HTTPException, asyncio.CancelledError, ConnectionResetError):
             raise
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the broker
             log.exception("request %s %s failed", request.method, request.path)
-            return _error(500, f"Internal error: {type(exc).__name__}: {exc}",
-                          "This is a Ray Sleuth bug; the broker's log has the traceback.")
+            return _error(
+                500,
+                f"Internal error: {type(exc).__name__}: {exc}",
+                "This is a Ray Sleuth bug; the broker's log has the traceback.",
+            )
 
     async def get_workers(request: web.Request) -> web.Response:
         return web.json_response(broker.workers())
@@ -69,11 +78,13 @@ def make_app(broker) -> web.Application:
         return web.json_response(broker.status())
 
     async def stream(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        })
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
         await resp.prepare(request)
         queue = broker.hub.subscribe()
         try:

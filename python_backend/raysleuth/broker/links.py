@@ -60,19 +60,33 @@ class WorkerLink:
         self.relay = await self.broker.relay_for(self.worker.get("node_id"))
         res = await self.relay.open.remote(host, port)
         if not res.get("ok"):
-            raise SleuthError(f"The node relay could not reach {self}'s debugger: {res.get('error')}",
-                              "The worker may have just exited; refresh the worker list.")
+            raise SleuthError(
+                f"The node relay could not reach {self}'s debugger: {res.get('error')}",
+                "The worker may have just exited; refresh the worker list.",
+            )
         self.conn = res["conn"]
         self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._dispatch())]
         say("handshake with debugpy ...")
-        init = await self.request("initialize", {
-            "clientID": "raysleuth-broker", "clientName": "Ray Sleuth broker", "adapterID": "debugpy",
-            "pathFormat": "path", "linesStartAt1": True, "columnsStartAt1": True,
-            "supportsVariableType": True, "supportsRunInTerminalRequest": False})
+        init = await self.request(
+            "initialize",
+            {
+                "clientID": "raysleuth-broker",
+                "clientName": "Ray Sleuth broker",
+                "adapterID": "debugpy",
+                "pathFormat": "path",
+                "linesStartAt1": True,
+                "columnsStartAt1": True,
+                "supportsVariableType": True,
+                "supportsRunInTerminalRequest": False,
+            },
+        )
         self.capabilities = init.get("body") or {}
-        attach = asyncio.create_task(self.request("attach", {
-            "justMyCode": False, "subProcess": False, "redirectOutput": False,
-            "name": str(self)}))
+        attach = asyncio.create_task(
+            self.request(
+                "attach",
+                {"justMyCode": False, "subProcess": False, "redirectOutput": False, "name": str(self)},
+            )
+        )
         await asyncio.wait_for(self._initialized.wait(), REQUEST_TIMEOUT_S)
         await self.request("setExceptionBreakpoints", {"filters": []})
         await self.request("configurationDone", {})
@@ -89,12 +103,15 @@ class WorkerLink:
             raise SleuthError(
                 f"Worker pid {self.worker.get('pid')} has no Ray Sleuth agent and is not paused in "
                 "breakpoint(), so there is no debugger to attach to.",
-                "Start the cluster with RAYSLEUTH=1 (or the runtime_env setup hook) and restart the job.")
+                "Start the cluster with RAYSLEUTH=1 (or the runtime_env setup hook) and restart the job.",
+            )
         say("opening the worker's debugger on 127.0.0.1 ...")
         res = await self.broker.registry.command.remote(self.worker_id, {"op": "listen"}, 60.0)
         if not res.get("ok"):
-            raise SleuthError(f"Opening the debugger in {self} failed: {res.get('error')}",
-                              "See raysleuth-agent-<pid>.log in the Ray session's log folder.")
+            raise SleuthError(
+                f"Opening the debugger in {self} failed: {res.get('error')}",
+                "See raysleuth-agent-<pid>.log in the Ray session's log folder.",
+            )
         return res["host"], int(res["port"])
 
     # --- bytes in and out -------------------------------------------------------------------
@@ -160,8 +177,9 @@ class WorkerLink:
             log.exception("%s: locating the pause failed", self)
         self.broker.recompute()
 
-    async def request(self, command: str, arguments: dict | None = None,
-                      timeout: float = REQUEST_TIMEOUT_S) -> dict:
+    async def request(
+        self, command: str, arguments: dict | None = None, timeout: float = REQUEST_TIMEOUT_S
+    ) -> dict:
         """Send one request to debugpy and return its response (success or not)."""
         if self.closed.is_set():
             raise LinkClosed(f"{self} is closed: {self.close_reason}", "Attach again.")

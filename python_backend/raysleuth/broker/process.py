@@ -39,8 +39,13 @@ class BrokerProcess:
         return self.proc.returncode
 
 
-def start_broker(state_dir: Path, address: str | None = None, env: dict | None = None,
-                 timeout: float = 90.0, extra_args: list[str] | None = None) -> BrokerProcess:
+def start_broker(
+    state_dir: Path,
+    address: str | None = None,
+    env: dict | None = None,
+    timeout: float = 90.0,
+    extra_args: list[str] | None = None,
+) -> BrokerProcess:
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "broker.log"
     cmd = [sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(state_dir)]
@@ -50,8 +55,7 @@ def start_broker(state_dir: Path, address: str | None = None, env: dict | None =
     child_env = dict(os.environ if env is None else env)
     child_env.pop("RAYSLEUTH", None)  # the broker is no Ray worker
     log = open(log_path, "ab")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=child_env,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=child_env, start_new_session=True)
     log.close()
     line: list[bytes] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
@@ -62,7 +66,9 @@ def start_broker(state_dir: Path, address: str | None = None, env: dict | None =
             proc.kill()
         proc.wait(5)
         tail = log_path.read_text(errors="replace")[-2000:]
-        raise SleuthError(f"The broker did not become ready within {timeout:.0f} s "
-                          f"(exit status {proc.returncode}).\n{tail}",
-                          f"See {log_path} for the broker's log.")
+        raise SleuthError(
+            f"The broker did not become ready within {timeout:.0f} s "
+            f"(exit status {proc.returncode}).\n{tail}",
+            f"See {log_path} for the broker's log.",
+        )
     return BrokerProcess(proc, json.loads(line[0]), log_path)

@@ -40,13 +40,16 @@ def connect_ray(address: str | None):
     import ray
 
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
-    hint = ("Start a cluster with `RAYSLEUTH=1 ray start --head`, or pass --address HOST:PORT "
-            "(or set RAY_ADDRESS).")
+    hint = (
+        "Start a cluster with `RAYSLEUTH=1 ray start --head`, or pass --address HOST:PORT "
+        "(or set RAY_ADDRESS)."
+    )
     _probe_gcs(target, hint)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return ray.init(address=target, namespace=names.NAMESPACE, log_to_driver=False,
-                            logging_level=logging.WARNING)
+            return ray.init(
+                address=target, namespace=names.NAMESPACE, log_to_driver=False, logging_level=logging.WARNING
+            )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise SleuthError(f"Cannot connect to Ray at {target}: {exc}", hint) from exc
 
@@ -65,8 +68,7 @@ def _probe_gcs(target: str, hint: str, timeout: float = 5.0) -> None:
 
 
 class Broker:
-    def __init__(self, address: str | None, host: str, port: int, dap_port: int,
-                 state_dir: Path) -> None:
+    def __init__(self, address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> None:
         self.address = address
         self.host = host
         self.port = port
@@ -110,8 +112,12 @@ class Broker:
             "version": __version__,
             "ray_address": self.ray_context.address_info.get("gcs_address") if self.ray_context else None,
             "dashboard": self.state_api.url if self.state_api else None,
-            "state_api": {"ok": self.state is not None and self.state_api.last_error is None,
-                          "error": self.state_api.last_error if self.state_api else None},
+            "dap": self.dap_address,
+            "links": len(self.links),
+            "state_api": {
+                "ok": self.state is not None and self.state_api.last_error is None,
+                "error": self.state_api.last_error if self.state_api else None,
+            },
             "workers": sum(1 for w in self._workers if w["state"] != "exited"),
             "agents": sum(1 for w in self._workers if w["agent"] and w["state"] != "exited"),
             "watchers": self.hub.watchers,
@@ -128,8 +134,10 @@ class Broker:
         self._workers = workers
         if self.state is not None:
             self.ray_debugger_ports = {
-                sw["worker_id"]: sw["debugger_port"] for sw in self.state.workers
-                if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")}
+                sw["worker_id"]: sw["debugger_port"]
+                for sw in self.state.workers
+                if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")
+            }
             for n in self.state.nodes:
                 if n.get("state") == "ALIVE" and n["node_id"] not in self.relays:
                     self._start_relay_soon(n["node_id"])
@@ -151,15 +159,19 @@ class Broker:
 
         try:
             relay = NodeRelay.options(
-                name=f"raysleuth-relay-{node_id[:16]}", namespace=names.NAMESPACE, get_if_exists=True,
+                name=f"raysleuth-relay-{node_id[:16]}",
+                namespace=names.NAMESPACE,
+                get_if_exists=True,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
             ).remote()
             await asyncio.wait_for(relay.ping.remote(), 60)
         except Exception as exc:  # noqa: BLE001
             self._relay_starting.pop(node_id, None)
-            raise SleuthError(f"Could not start the node relay on node {node_id[:8]}: {exc}",
-                              "Check that the node is alive (`ray status`).") from exc
+            raise SleuthError(
+                f"Could not start the node relay on node {node_id[:8]}: {exc}",
+                "Check that the node is alive (`ray status`).",
+            ) from exc
         self.relays[node_id] = relay
         log.info("relay ready on node %s", node_id[:8])
         return relay
@@ -188,7 +200,8 @@ class Broker:
             raise SleuthError(
                 f"Worker pid {worker.get('pid')} (rank {worker.get('rank')}) is being debugged by "
                 f"another session ({link.lease}).",
-                "One session per worker: end the other session first, or attach to another rank.")
+                "One session per worker: end the other session first, or attach to another rank.",
+            )
         if link is None:
             opening = self._link_opening.get(wid)
             if opening is not None:
@@ -210,8 +223,10 @@ class Broker:
                 self.links[wid] = link
                 fut.set_result(link)
             if link.lease is not None and link.lease is not session:
-                raise SleuthError(f"Worker pid {worker.get('pid')} was just leased by {link.lease}.",
-                                  "End the other session first.")
+                raise SleuthError(
+                    f"Worker pid {worker.get('pid')} was just leased by {link.lease}.",
+                    "End the other session first.",
+                )
         link.lease = session
         self.recompute()
         return link
@@ -253,7 +268,9 @@ class Broker:
             await asyncio.to_thread(_refuse_second_broker)
         node_id = ray.get_runtime_context().get_node_id()
         self.registry = SleuthRegistry.options(
-            name=names.REGISTRY_ACTOR, namespace=names.NAMESPACE, get_if_exists=True,
+            name=names.REGISTRY_ACTOR,
+            namespace=names.NAMESPACE,
+            get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
         ).remote()
@@ -295,8 +312,10 @@ class Broker:
         await self.start_registry()
         first = await self.state_api.snapshot()
         if first is None:
-            log.warning("Ray's State API is unreachable (%s): only workers with the agent will be"
-                        " listed", self.state_api.last_error)
+            log.warning(
+                "Ray's State API is unreachable (%s): only workers with the agent will be listed",
+                self.state_api.last_error,
+            )
         self.state = first
         self.recompute()
 
@@ -315,9 +334,15 @@ class Broker:
             loop.add_signal_handler(sig, self._stop.set)
         tasks = [asyncio.create_task(self._watch_registry()), asyncio.create_task(self._watch_state())]
 
-        ready = {"ready": True, "http": self.http_url, "dap": self.dap_address,
-                 "token_file": str(self.token_file), "pid": os.getpid(),
-                 "ray_address": self.status()["ray_address"], "version": __version__}
+        ready = {
+            "ready": True,
+            "http": self.http_url,
+            "dap": self.dap_address,
+            "token_file": str(self.token_file),
+            "pid": os.getpid(),
+            "ray_address": self.status()["ray_address"],
+            "version": __version__,
+        }
         broker_file = self.state_dir / BROKER_FILE
         _write_json(broker_file, ready)
         ready_out.write(json.dumps(ready) + "\n")
@@ -358,9 +383,10 @@ def _refuse_second_broker() -> None:
         ray.get(existing.ping.remote(), timeout=5)
     except Exception:  # noqa: BLE001 - none, or a dead one: ours to start
         return
-    raise SleuthError("Another Ray Sleuth broker already runs for this Ray cluster.",
-                      "Use that one (its broker.json is in its state dir on the head node), "
-                      "or stop it first.")
+    raise SleuthError(
+        "Another Ray Sleuth broker already runs for this Ray cluster.",
+        "Use that one (its broker.json is in its state dir on the head node), or stop it first.",
+    )
 
 
 def _url_host(host: str) -> str:
@@ -384,8 +410,11 @@ def _remove_if_ours(path: Path) -> None:
 
 def main(address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> int:
     """Run the broker until SIGINT/SIGTERM; exit status 0 on a clean stop."""
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("RAYSLEUTH_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s broker %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("RAYSLEUTH_LOG_LEVEL", "INFO"),
+        format="%(asctime)s broker %(levelname)s %(name)s: %(message)s",
+    )
     ready_out = sys.stdout
     sys.stdout = sys.stderr  # stdout carries only the ready line
     broker = Broker(address, host, port, dap_port, state_dir)

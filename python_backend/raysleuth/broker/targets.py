@@ -9,8 +9,10 @@ from raysleuth.errors import BadRequest, NotFound
 
 
 def _describe(w: dict) -> str:
-    return (f"{w['id'][:8]} (job {w.get('job_id')}, pid {w.get('pid')}, "
-            f"{w.get('actor_class') or w.get('task') or 'worker'}, {w['state']})")
+    return (
+        f"{w['id'][:8]} (job {w.get('job_id')}, pid {w.get('pid')}, "
+        f"{w.get('actor_class') or w.get('task') or 'worker'}, {w['state']})"
+    )
 
 
 def resolve_target(workers: list[dict], args: dict) -> dict:
@@ -21,11 +23,14 @@ def resolve_target(workers: list[dict], args: dict) -> dict:
         if not hits:
             raise NotFound(f"No worker with id {wid}.", "List workers with `raysleuth list`.")
         if len(hits) > 1:
-            raise BadRequest(f"Worker id prefix {wid} matches {len(hits)} workers.",
-                             "Give more characters of the id.")
+            raise BadRequest(
+                f"Worker id prefix {wid} matches {len(hits)} workers.", "Give more characters of the id."
+            )
         if hits[0]["state"] == "exited":
-            raise BadRequest(f"Worker {wid[:8]} has exited.",
-                             "Pick a live worker; for a crashed one open its crash record.")
+            raise BadRequest(
+                f"Worker {wid[:8]} has exited.",
+                "Pick a live worker; for a crashed one open its crash record.",
+            )
         return hits[0]
     if args.get("rank") is not None:
         try:
@@ -37,16 +42,21 @@ def resolve_target(workers: list[dict], args: dict) -> dict:
             hits = [w for w in hits if w.get("job_id") == args["job"]]
         if not hits:
             ranks = sorted({w["rank"] for w in live if w.get("rank") is not None})
-            raise NotFound(f"No live worker has rank {rank}.",
-                           f"Ranks seen now: {ranks or 'none'}. Workers set it with raysleuth.set_rank()"
-                           " or RANK.")
+            raise NotFound(
+                f"No live worker has rank {rank}.",
+                f"Ranks seen now: {ranks or 'none'}. Workers set it with raysleuth.set_rank() or RANK.",
+            )
         jobs = {w.get("job_id") for w in hits}
         if len(jobs) > 1:
             listing = "; ".join(_describe(w) for w in hits)
-            raise BadRequest(f"Rank {rank} is taken by workers of {len(jobs)} jobs: {listing}.",
-                             'Add "job": "<job id>" to the attach arguments, or attach by worker id.')
+            raise BadRequest(
+                f"Rank {rank} is taken by workers of {len(jobs)} jobs: {listing}.",
+                'Add "job": "<job id>" to the attach arguments, or attach by worker id.',
+            )
         paused = [w for w in hits if w["state"] == "paused"]
         pick = paused or hits
         return max(pick, key=lambda w: w.get("last_seen") or 0)
-    raise BadRequest("attach needs a target: {token, worker: ID} or {token, rank: N}.",
-                     "Find ids and ranks with `raysleuth list`.")
+    raise BadRequest(
+        "attach needs a target: {token, worker: ID} or {token, rank: N}.",
+        "Find ids and ranks with `raysleuth list`.",
+    )

@@ -20,8 +20,23 @@ MAX_EXITED = 200
 """At most this many exited workers are kept (newest first)."""
 
 WORKER_FIELDS = (
-    "id", "pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name", "task",
-    "rank", "local_rank", "world_size", "gpu_ids", "state", "paused_at", "agent", "python",
+    "id",
+    "pid",
+    "node_id",
+    "node_ip",
+    "job_id",
+    "actor_id",
+    "actor_class",
+    "actor_name",
+    "task",
+    "rank",
+    "local_rank",
+    "world_size",
+    "gpu_ids",
+    "state",
+    "paused_at",
+    "agent",
+    "python",
     "last_seen",
 )
 """The contract's fields of a worker object, in order."""
@@ -78,8 +93,12 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             alive = bool(sw.get("is_alive"))
             actor = actor_by_pid.get(key)
             if actor is not None:
-                w.update(actor_id=actor.get("actor_id"), actor_class=actor.get("class_name"),
-                         actor_name=actor.get("name") or None, job_id=actor.get("job_id"))
+                w.update(
+                    actor_id=actor.get("actor_id"),
+                    actor_class=actor.get("class_name"),
+                    actor_name=actor.get("name") or None,
+                    job_id=actor.get("job_id"),
+                )
             task = task_by_worker.get(sw["worker_id"])
             if task is not None and alive:
                 w["task"] = task.get("name") or task.get("func_or_class_name")
@@ -104,8 +123,20 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             continue
         w = table.get(wid) or _blank(wid)
         known_to_ray = wid in table
-        for key in ("pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name",
-                    "rank", "local_rank", "world_size", "gpu_ids", "python"):
+        for key in (
+            "pid",
+            "node_id",
+            "node_ip",
+            "job_id",
+            "actor_id",
+            "actor_class",
+            "actor_name",
+            "rank",
+            "local_rank",
+            "world_size",
+            "gpu_ids",
+            "python",
+        ):
             if rep.get(key) is not None:
                 w[key] = rep[key]
         w["agent"] = True
@@ -124,8 +155,11 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
         table[wid] = w
 
     live = [w for w in table.values() if w["state"] != "exited"]
-    exited = [w for w in table.values() if w["state"] == "exited"
-              and (w.get("last_seen") is None or now - w["last_seen"] <= KEEP_EXITED_S)]
+    exited = [
+        w
+        for w in table.values()
+        if w["state"] == "exited" and (w.get("last_seen") is None or now - w["last_seen"] <= KEEP_EXITED_S)
+    ]
     live.sort(key=lambda w: (w.get("node_id") or "", _rank_key(w.get("rank")), w.get("pid") or 0))
     exited.sort(key=lambda w: -(w.get("last_seen") or 0))
     return live + exited[:MAX_EXITED]
@@ -142,7 +176,7 @@ def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
         if w["state"] != "exited" and w.get("node_id"):
             counts[w["node_id"]] = counts.get(w["node_id"], 0) + 1
     nodes: dict[str, dict] = {}
-    for n in (state.nodes if state else []):
+    for n in state.nodes if state else []:
         nodes[n["node_id"]] = {
             "node_id": n["node_id"],
             "node_ip": n.get("node_ip"),
@@ -153,8 +187,13 @@ def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
     for w in workers:  # nodes known only through agents (no State API)
         nid = w.get("node_id")
         if nid and nid not in nodes:
-            nodes[nid] = {"node_id": nid, "node_ip": w.get("node_ip"), "alive": True,
-                          "workers": counts.get(nid, 0), "head": False}
+            nodes[nid] = {
+                "node_id": nid,
+                "node_ip": w.get("node_ip"),
+                "alive": True,
+                "workers": counts.get(nid, 0),
+                "head": False,
+            }
     return sorted(nodes.values(), key=lambda n: (not n["head"], n["node_ip"] or "", n["node_id"]))
 
 

@@ -67,16 +67,18 @@ class DapClient:
         await self.writer.drain()
         return fut
 
-    async def request(self, command: str, arguments: dict | None = None, timeout: float = 60.0,
-                      check: bool = True) -> dict:
+    async def request(
+        self, command: str, arguments: dict | None = None, timeout: float = 60.0, check: bool = True
+    ) -> dict:
         fut = await self.send_request(command, arguments)
         resp = await asyncio.wait_for(fut, timeout)
         if check and not resp.get("success"):
             raise DapError(resp.get("message") or f"{command} failed")
         return resp
 
-    async def wait_event(self, name: str, predicate=None, timeout: float = 30.0,
-                         consume: bool = True) -> dict:
+    async def wait_event(
+        self, name: str, predicate=None, timeout: float = 30.0, consume: bool = True
+    ) -> dict:
         """The first queued event named `name` (matching `predicate`), waiting up to `timeout`."""
 
         def find():
@@ -99,6 +101,19 @@ class DapClient:
 
         return await asyncio.wait_for(wait(), timeout)
 
+    async def next_event(self, timeout: float | None = None) -> dict:
+        """The oldest queued event of any name."""
+
+        async def wait():
+            async with self._event_added:
+                while not self.events:
+                    if self.closed.is_set():
+                        raise ConnectionError("the DAP connection closed")
+                    await self._event_added.wait()
+                return self.events.pop(0)
+
+        return await asyncio.wait_for(wait(), timeout)
+
     async def close(self) -> None:
         self.writer.close()
         with contextlib.suppress(Exception):
@@ -106,12 +121,26 @@ class DapClient:
         self._task.cancel()
 
 
-async def open_session(host: str, port: int, attach: dict, breakpoints: dict[str, list] | None = None,
-                       exception_filters: list[str] | None = None, timeout: float = 90.0) -> DapClient:
+async def open_session(
+    host: str,
+    port: int,
+    attach: dict,
+    breakpoints: dict[str, list] | None = None,
+    exception_filters: list[str] | None = None,
+    timeout: float = 90.0,
+) -> DapClient:
     """initialize → attach → (setBreakpoints…) → configurationDone, as an editor does."""
     c = await DapClient.connect(host, port)
-    await c.request("initialize", {"clientID": "raysleuth-cli", "adapterID": "raysleuth",
-                                   "linesStartAt1": True, "columnsStartAt1": True, "pathFormat": "path"})
+    await c.request(
+        "initialize",
+        {
+            "clientID": "raysleuth-cli",
+            "adapterID": "raysleuth",
+            "linesStartAt1": True,
+            "columnsStartAt1": True,
+            "pathFormat": "path",
+        },
+    )
     await c.request("attach", attach, timeout=timeout)
     await c.wait_event("initialized", timeout=timeout)
     for path, bps in (breakpoints or {}).items():

@@ -32,7 +32,7 @@ class PathMapper:
         for pair in self.pairs:
             root = pair[src]
             if path == root or path.startswith(root + "/"):
-                return pair[dst] + path[len(root):]
+                return pair[dst] + path[len(root) :]
         return path
 
     def map_message(self, message, to_remote: bool):

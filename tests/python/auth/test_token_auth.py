@@ -30,8 +30,9 @@ from raysleuth.client import BrokerClient  # noqa: E402
 @pytest.fixture(scope="module")
 def token_cluster():
     temp = short_temp_dir("rs-auth-")
-    ctx = ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, _node_ip_address="127.0.0.1",
-                   log_to_driver=False)
+    ctx = ray.init(
+        num_cpus=4, include_dashboard=True, _temp_dir=temp, _node_ip_address="127.0.0.1", log_to_driver=False
+    )
     yield ctx
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
@@ -50,10 +51,22 @@ def test_dashboard_really_requires_ray_token(token_cluster):
 def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cluster, tmp_path):
     state = tmp_path / "state"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(state),
-         "--address", token_cluster.address_info["gcs_address"]],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "RAYSLEUTH": "0"}, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "raysleuth",
+            "broker",
+            "--state-dir",
+            str(state),
+            "--address",
+            token_cluster.address_info["gcs_address"],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAYSLEUTH": "0"},
+        start_new_session=True,
+    )
     try:
         ready = json.loads(proc.stdout.readline())
         assert ready["ready"] is True and ready["http"].startswith("http://127.0.0.1:")
@@ -63,12 +76,16 @@ def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cl
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         on_disk = json.loads((state / "broker.json").read_text())
         assert {k: on_disk[k] for k in ("ready", "http", "dap", "token_file")} == {
-            k: ready[k] for k in ("ready", "http", "dap", "token_file")}
+            k: ready[k] for k in ("ready", "http", "dap", "token_file")
+        }
 
         client = BrokerClient(ready["http"], token_file.read_text().strip())
         with_agent = ray.remote(num_cpus=1)(ranked_job.RankedTrainer).remote(0, 1)
-        without = ray.remote(num_cpus=1)(ranked_job.EnvRanked).options(
-            runtime_env={"env_vars": {"RAYSLEUTH": "0"}}).remote()
+        without = (
+            ray.remote(num_cpus=1)(ranked_job.EnvRanked)
+            .options(runtime_env={"env_vars": {"RAYSLEUTH": "0"}})
+            .remote()
+        )
         pids = ray.get([with_agent.pid.remote(), without.pid.remote()])
 
         def both():
@@ -96,10 +113,22 @@ def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cl
 
 def test_sigint_also_exits_zero(token_cluster, tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(tmp_path),
-         "--address", token_cluster.address_info["gcs_address"]],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "RAYSLEUTH": "0"}, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "raysleuth",
+            "broker",
+            "--state-dir",
+            str(tmp_path),
+            "--address",
+            token_cluster.address_info["gcs_address"],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "RAYSLEUTH": "0"},
+        start_new_session=True,
+    )
     try:
         assert json.loads(proc.stdout.readline())["ready"] is True
         proc.send_signal(signal.SIGINT)
@@ -112,8 +141,21 @@ def test_sigint_also_exits_zero(token_cluster, tmp_path):
 
 def test_broker_without_a_cluster_fails_with_a_hint(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    out = subprocess.run([sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(tmp_path),
-                          "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=120,
-                         env={**env, "RAYSLEUTH": "0"})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raysleuth",
+            "broker",
+            "--state-dir",
+            str(tmp_path),
+            "--address",
+            "127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "RAYSLEUTH": "0"},
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert "Cannot connect to Ray" in out.stderr and "ray start --head" in out.stderr

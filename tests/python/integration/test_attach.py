@@ -22,8 +22,11 @@ def ranked(ray_cluster, client):
     cls = ray.remote(num_cpus=1)(ranked_job.RankedTrainer)
     actors = [cls.remote(100 + r, 2) for r in range(2)]
     pids = ray.get([a.pid.remote() for a in actors])
-    wait_until(lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == 2,
-               timeout=10, message="ranked attach targets listed")
+    wait_until(
+        lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == 2,
+        timeout=10,
+        message="ranked attach targets listed",
+    )
     yield actors, pids
     for a in actors:
         ray.kill(a)
@@ -41,19 +44,26 @@ def worker_by_pid(client, pid):
 async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, ranked):
     actors, pids = ranked
     host, port = dap_address(broker)
-    s = await open_session(host, port, {"token": broker.token, "rank": 100},
-                           breakpoints={JOB: [{"line": STEP_LINE}]})
+    s = await open_session(
+        host, port, {"token": broker.token, "rank": 100}, breakpoints={JOB: [{"line": STEP_LINE}]}
+    )
     try:
         ref = actors[0].step.remote(3)
         stopped = await s.wait_event("stopped", timeout=30)
         tid = stopped["body"]["threadId"]
         frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
         assert frames[0]["line"] == STEP_LINE and frames[0]["source"]["path"] == JOB
-        ev = await s.request("evaluate", {"expression": "step * 10", "frameId": frames[0]["id"],
-                                          "context": "repl"})
+        ev = await s.request(
+            "evaluate", {"expression": "step * 10", "frameId": frames[0]["id"], "context": "repl"}
+        )
         assert ev["body"]["result"] == "30"
-        paused = await asyncio.to_thread(wait_until, lambda: worker_by_pid(client, pids[0])["state"] == "paused"
-                                         and worker_by_pid(client, pids[0]), 10, 0.1, "paused state")
+        paused = await asyncio.to_thread(
+            wait_until,
+            lambda: worker_by_pid(client, pids[0])["state"] == "paused" and worker_by_pid(client, pids[0]),
+            10,
+            0.1,
+            "paused state",
+        )
         assert paused["paused_at"]["line"] == STEP_LINE
         await s.request("setBreakpoints", {"source": {"path": JOB}, "breakpoints": []})
         await s.request("continue", {"threadId": tid})
@@ -111,8 +121,11 @@ async def test_attach_by_worker_id_and_debugpy_listens_on_loopback_only(broker, 
     try:
         threads = (await s.request("threads", {}))["body"]["threads"]
         assert threads
-        listening = [c.laddr for c in psutil.Process(pids[1]).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c.laddr
+            for c in psutil.Process(pids[1]).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
         assert listening, "the attached worker has a debugpy listener"
         assert all(is_loopback(addr.ip) for addr in listening), listening
     finally:
@@ -123,18 +136,20 @@ async def test_attach_by_worker_id_and_debugpy_listens_on_loopback_only(broker, 
 async def test_killing_worker_mid_session_ends_the_session_cleanly(broker, client, ray_cluster):
     a = ray.remote(num_cpus=1)(ranked_job.RankedTrainer).remote(200, 1)
     pid = await a.pid.remote()
-    await asyncio.to_thread(wait_until, lambda: any(w["pid"] == pid and w["rank"] == 200
-                                                    for w in client.workers()), 10)
+    await asyncio.to_thread(
+        wait_until, lambda: any(w["pid"] == pid and w["rank"] == 200 for w in client.workers()), 10
+    )
     host, port = dap_address(broker)
-    s = await open_session(host, port, {"token": broker.token, "rank": 200},
-                           breakpoints={JOB: [{"line": STEP_LINE}]})
+    s = await open_session(
+        host, port, {"token": broker.token, "rank": 200}, breakpoints={JOB: [{"line": STEP_LINE}]}
+    )
     try:
         a.step.remote(1)
         await s.wait_event("stopped", timeout=30)
         ray.kill(a)
         await s.wait_event("terminated", timeout=30)
         out = [e["body"]["output"] for e in s.events if e["event"] == "output"]
-        assert any("ended" in o and "pid=%d" % pid in o for o in out), out
+        assert any("ended" in o and f"pid={pid}" in o for o in out), out
         # The broker runs on and serves others.
         assert client.workers() is not None
     finally:
@@ -146,8 +161,14 @@ async def test_worker_paused_by_plain_breakpoint_is_listed_and_attachable(broker
     ref = ray.remote(ranked_job.task_with_breakpoint).remote(20)
 
     def paused():
-        ws = [w for w in client.workers() if w["state"] == "paused" and w["paused_at"]
-              and w["paused_at"]["line"] == line and w["task"] == "task_with_breakpoint"]
+        ws = [
+            w
+            for w in client.workers()
+            if w["state"] == "paused"
+            and w["paused_at"]
+            and w["paused_at"]["line"] == line
+            and w["task"] == "task_with_breakpoint"
+        ]
         return ws[0] if ws else None
 
     w = await asyncio.to_thread(wait_until, paused, 20, 0.1, "a worker paused in breakpoint()")
@@ -166,6 +187,49 @@ async def test_worker_paused_by_plain_breakpoint_is_listed_and_attachable(broker
     finally:
         await s.request("disconnect", {}, check=False)
         await s.close()
-    listening = [c.laddr for c in psutil.Process(w["pid"]).net_connections(kind="inet")
-                 if c.status == psutil.CONN_LISTEN]
+    listening = [
+        c.laddr
+        for c in psutil.Process(w["pid"]).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
     assert all(is_loopback(a.ip) for a in listening), listening
+
+
+def test_terminal_debugger_shows_stopped_line_and_evaluates(broker, ranked):
+    import os
+    import sys
+
+    import pexpect
+
+    actors, _ = ranked
+    env = {**os.environ, "RAYSLEUTH_TOKEN": broker.token, "RAYSLEUTH": "0"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "raysleuth", "attach", "--rank", "101", "--broker", broker.http],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        logfile=sys.stderr,
+    )
+    try:
+        child.expect(r"attached to rank 101")
+        child.expect_exact("(sleuth) ")
+        child.sendline(f"break {JOB}:{STEP_LINE} if step == 7")
+        child.expect(r"breakpoint 1 at .*ranked_job.py:\d+")
+        child.expect_exact("(sleuth) ")
+        ref = actors[1].step.remote(7)
+        child.expect(r"stopped \(breakpoint\)")
+        child.expect(rf"ranked_job.py:{STEP_LINE} in step")
+        child.expect(r"for i in range\(1000\)")
+        child.sendline("p step + 35")
+        child.expect(r"\b42\b")
+        child.sendline("where")
+        child.expect(r"\*  0 step at ")
+        child.sendline("locals")
+        child.expect(r"step = 7")
+        child.sendeof()  # end of input detaches; the worker runs on
+        child.expect("detached; the worker runs on")
+        child.expect(pexpect.EOF)
+        assert ray.get(ref, timeout=30) == sum(i * 7 for i in range(1000))
+    finally:
+        child.close(force=True)

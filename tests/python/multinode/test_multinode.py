@@ -19,9 +19,16 @@ from raysleuth.client import BrokerClient  # noqa: E402
 @pytest.fixture(scope="module")
 def cluster():
     temp = short_temp_dir("rs-mn-")
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": True, "node_ip_address": "127.0.0.1", "temp_dir": temp,
-        "dashboard_port": free_port()})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": True,
+            "node_ip_address": "127.0.0.1",
+            "temp_dir": temp,
+            "dashboard_port": free_port(),
+        },
+    )
     c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     c.wait_for_nodes()
@@ -38,20 +45,31 @@ def test_workers_on_three_nodes_have_distinct_node_ids(cluster, tmp_path):
         node_ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
         assert len(node_ids) == 3
         cls = ray.remote(num_cpus=1)(ranked_job.RankedTrainer)
-        actors = [cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
-                  .remote(rank, 3) for rank, nid in enumerate(node_ids)]
+        actors = [
+            cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False)).remote(rank, 3)
+            for rank, nid in enumerate(node_ids)
+        ]
         pids = ray.get([a.pid.remote() for a in actors])
 
         def ranked():
-            ws = [w for w in client.workers() if w["pid"] in pids and w["rank"] is not None
-                  and w["state"] != "exited"]
+            ws = [
+                w
+                for w in client.workers()
+                if w["pid"] in pids and w["rank"] is not None and w["state"] != "exited"
+            ]
             return {w["rank"]: w for w in ws} if len(ws) == 3 else None
 
         ws = wait_until(ranked, timeout=15, message="3 ranked workers, one per node")
         assert [ws[r]["node_id"] for r in range(3)] == node_ids
-        nodes = wait_until(lambda: [n for n in client.nodes() if n["workers"] >= 1]
-                           if len([n for n in client.nodes() if n["workers"] >= 1]) == 3 else None,
-                           timeout=10, message="3 nodes each with a worker")
+        nodes = wait_until(
+            lambda: (
+                [n for n in client.nodes() if n["workers"] >= 1]
+                if len([n for n in client.nodes() if n["workers"] >= 1]) == 3
+                else None
+            ),
+            timeout=10,
+            message="3 nodes each with a worker",
+        )
         assert {n["node_id"] for n in nodes} == set(node_ids) and all(n["alive"] for n in nodes)
         assert sum(n["head"] for n in client.nodes()) == 1
         for a in actors:

@@ -10,9 +10,16 @@ def test_discovers_broker_from_state_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("RAYSLEUTH_BROKER", raising=False)
     monkeypatch.delenv("RAYSLEUTH_TOKEN", raising=False)
     (tmp_path / "tok").write_text("abc\n")
-    (tmp_path / "broker.json").write_text(json.dumps(
-        {"ready": True, "http": "http://127.0.0.1:9", "dap": "127.0.0.1:10",
-         "token_file": str(tmp_path / "tok")}))
+    (tmp_path / "broker.json").write_text(
+        json.dumps(
+            {
+                "ready": True,
+                "http": "http://127.0.0.1:9",
+                "dap": "127.0.0.1:10",
+                "token_file": str(tmp_path / "tok"),
+            }
+        )
+    )
     c = BrokerClient.discover(state_dir=tmp_path)
     assert (c.url, c.token) == ("http://127.0.0.1:9", "abc")
 

@@ -19,8 +19,15 @@ async def test_round_trip_of_two_messages():
     assert await read_message(r) is None
 
 
-@pytest.mark.parametrize("data", [b"Content-Length: x\r\n\r\n{}", b"Content-Length: 2\r\n\r\n[]",
-                                  b"Content-Length: 3\r\n\r\n{{{", b"Content-Length: -1\r\n\r\n"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"Content-Length: x\r\n\r\n{}",
+        b"Content-Length: 2\r\n\r\n[]",
+        b"Content-Length: 3\r\n\r\n{{{",
+        b"Content-Length: -1\r\n\r\n",
+    ],
+)
 async def test_garbage_is_a_framing_error(data):
     with pytest.raises(FramingError):
         await read_message(feed(data))

@@ -7,23 +7,50 @@ NODE = "n1" * 28
 
 
 def sw(worker_id, pid, alive=True, **kw):
-    d = {"worker_id": worker_id, "pid": pid, "node_id": NODE, "ip": "127.0.0.1", "is_alive": alive,
-         "worker_type": "WORKER", "end_time_ms": 0, "num_paused_threads": None}
+    d = {
+        "worker_id": worker_id,
+        "pid": pid,
+        "node_id": NODE,
+        "ip": "127.0.0.1",
+        "is_alive": alive,
+        "worker_type": "WORKER",
+        "end_time_ms": 0,
+        "num_paused_threads": None,
+    }
     d.update(kw)
     return d
 
 
 def actor(actor_id, pid, cls="Learner", **kw):
-    d = {"actor_id": actor_id, "pid": pid, "node_id": NODE, "class_name": cls, "state": "ALIVE",
-         "name": "", "job_id": "01000000", "ray_namespace": "user"}
+    d = {
+        "actor_id": actor_id,
+        "pid": pid,
+        "node_id": NODE,
+        "class_name": cls,
+        "state": "ALIVE",
+        "name": "",
+        "job_id": "01000000",
+        "ray_namespace": "user",
+    }
     d.update(kw)
     return d
 
 
 def report(worker_id, pid, rank=None, **kw):
-    d = {"id": worker_id, "pid": pid, "node_id": NODE, "node_ip": "127.0.0.1", "job_id": "01000000",
-         "rank": rank, "world_size": 4, "gpu_ids": [], "python": "3.11.7", "state": "running",
-         "received": NOW - 1, "goodbye": None}
+    d = {
+        "id": worker_id,
+        "pid": pid,
+        "node_id": NODE,
+        "node_ip": "127.0.0.1",
+        "job_id": "01000000",
+        "rank": rank,
+        "world_size": 4,
+        "gpu_ids": [],
+        "python": "3.11.7",
+        "state": "running",
+        "received": NOW - 1,
+        "goodbye": None,
+    }
     d.update(kw)
     return d
 
@@ -46,8 +73,11 @@ def test_worker_without_agent_is_listed_and_marked():
 
 
 def test_running_task_from_state_api_names_the_task():
-    state = StateSnapshot(workers=[sw("w1", 11)], tasks=[{"worker_id": "w1", "name": "slow_task",
-                                                           "job_id": "02000000"}], time=NOW)
+    state = StateSnapshot(
+        workers=[sw("w1", 11)],
+        tasks=[{"worker_id": "w1", "name": "slow_task", "job_id": "02000000"}],
+        time=NOW,
+    )
     [w] = merge_workers([], state, NOW)
     assert (w["state"], w["task"], w["job_id"]) == ("running", "slow_task", "02000000")
 
@@ -71,8 +101,9 @@ def test_silent_agent_unknown_to_ray_goes_stale():
 
 def test_drivers_and_raysleuth_own_actors_are_hidden():
     own = actor("r1", 13, cls="SleuthRegistry", ray_namespace="raysleuth")
-    state = StateSnapshot(workers=[sw("d1", 10, worker_type="DRIVER"), sw("r", 13), sw("w1", 11)],
-                          actors=[own], time=NOW)
+    state = StateSnapshot(
+        workers=[sw("d1", 10, worker_type="DRIVER"), sw("r", 13), sw("w1", 11)], actors=[own], time=NOW
+    )
     assert [w["id"] for w in merge_workers([], state, NOW)] == ["w1"]
 
 
@@ -89,17 +120,25 @@ def test_paused_by_ray_debugger_threads_shows_paused():
 
 def test_live_workers_sorted_by_rank_then_exited_newest_first():
     reps = [report("w3", 3, rank=3), report("w0", 1, rank=0), report("wx", 9, rank=None)]
-    state = StateSnapshot(workers=[sw("w0", 1), sw("w3", 3), sw("wx", 9),
-                                   sw("old", 5, alive=False, end_time_ms=(NOW - 100) * 1000),
-                                   sw("new", 6, alive=False, end_time_ms=(NOW - 10) * 1000),
-                                   sw("ancient", 7, alive=False, end_time_ms=(NOW - 10_000) * 1000)],
-                          time=NOW)
+    state = StateSnapshot(
+        workers=[
+            sw("w0", 1),
+            sw("w3", 3),
+            sw("wx", 9),
+            sw("old", 5, alive=False, end_time_ms=(NOW - 100) * 1000),
+            sw("new", 6, alive=False, end_time_ms=(NOW - 10) * 1000),
+            sw("ancient", 7, alive=False, end_time_ms=(NOW - 10_000) * 1000),
+        ],
+        time=NOW,
+    )
     assert [w["id"] for w in merge_workers(reps, state, NOW)] == ["w0", "w3", "wx", "new", "old"]
 
 
 def test_nodes_count_live_workers():
-    nodes = [{"node_id": NODE, "node_ip": "127.0.0.1", "state": "ALIVE", "is_head_node": True},
-             {"node_id": "n2", "node_ip": "127.0.0.2", "state": "DEAD", "is_head_node": False}]
+    nodes = [
+        {"node_id": NODE, "node_ip": "127.0.0.1", "state": "ALIVE", "is_head_node": True},
+        {"node_id": "n2", "node_ip": "127.0.0.2", "state": "DEAD", "is_head_node": False},
+    ]
     state = StateSnapshot(workers=[sw("w1", 11), sw("w2", 12, alive=False)], nodes=nodes, time=NOW)
     got = merge_nodes(state, merge_workers([], state, NOW))
     assert [(n["node_id"], n["alive"], n["workers"]) for n in got] == [(NODE, True, 1), ("n2", False, 0)]

@@ -1,0 +1,285 @@
+// Owns the link to one broker: finds it (brokerLocator), connects a
+// BrokerClient, feeds ClusterState from GET requests and the event stream, and
+// tells the user, with actions, what went wrong. Never blocks activation.
+import * as vscode from "vscode";
+import { Commands, ContextKeys, Settings } from "../constants";
+import { log, swallow } from "../common/log";
+import { resolvePythonPath } from "../common/python";
+import * as vsapi from "../common/vscodeapi";
+import { ClusterState } from "../cluster/clusterState";
+import { BrokerClient, BrokerError } from "./brokerClient";
+import { BrokerLocation, BrokerNotFoundError, locateBroker, readToken, resolveStateDir } from "./brokerLocator";
+import { BrokerProcess } from "./brokerProcess";
+import { WorkerInfo } from "./types";
+
+const START_LOCAL = "Start Local Broker";
+const OPEN_SETTINGS = "Open Settings";
+const SHOW_LOG = "Show Log";
+
+/** How errors reach the user; replaceable so tests can see what would be shown. */
+export interface Notifier {
+  error(message: string, ...actions: string[]): Thenable<string | undefined>;
+  info(message: string, ...actions: string[]): Thenable<string | undefined>;
+}
+
+export const windowNotifier: Notifier = {
+  error: (m, ...a) => vsapi.showErrorMessage(m, ...a),
+  info: (m, ...a) => vsapi.showInformationMessage(m, ...a),
+};
+
+export interface ConnectOptions {
+  /** True when the user asked (a command): then "nothing found" is told too. */
+  interactive: boolean;
+}
+
+export class BrokerConnectionService implements vscode.Disposable {
+  notifier: Notifier = windowNotifier;
+  /** The last error shown or logged, for tests and the log. */
+  lastError: Error | undefined;
+
+  private _client: BrokerClient | undefined;
+  private generation = 0;
+  private localBroker: BrokerProcess | undefined;
+  private nodesRefresh: NodeJS.Timeout | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly state: ClusterState) {
+    this.disposables.push(
+      vsapi.onDidChangeSettings([Settings.brokerAddress, Settings.tokenFile, Settings.stateDir], () => {
+        log.info("Ray Sleuth settings changed; reconnecting");
+        void this.connect({ interactive: false });
+      }),
+    );
+  }
+
+  get client(): BrokerClient | undefined {
+    return this._client;
+  }
+
+  toString(): string {
+    return `BrokerConnection[${this._client?.url ?? "none"}]`;
+  }
+
+  /** Finds the broker from the settings / broker.json and connects. Resolves false on failure (already told). */
+  async connect(options: ConnectOptions): Promise<boolean> {
+    let location: BrokerLocation;
+    try {
+      location = this.locate();
+    } catch (err) {
+      this.closeClient();
+      this.state.setStatus("disconnected");
+      this.report(err, options);
+      return false;
+    }
+    return this.connectTo(location, options);
+  }
+
+  private locate(): BrokerLocation {
+    return locateBroker({
+      brokerAddress: vsapi.getSetting<string>(Settings.brokerAddress, ""),
+      tokenFile: vsapi.getSetting<string>(Settings.tokenFile, ""),
+      stateDir: vsapi.getSetting<string>(Settings.stateDir, ""),
+    });
+  }
+
+  /** Connects to a known address with a known token. */
+  async connectTo(location: BrokerLocation, options: ConnectOptions): Promise<boolean> {
+    const gen = ++this.generation;
+    this.closeClient();
+    log.info(`Connecting to the broker at ${location.url} (from ${location.source})`);
+    this.state.setStatus("connecting", location.url);
+    const client = new BrokerClient({ url: location.url, token: location.token });
+    try {
+      const [workers, nodes] = await Promise.all([client.getWorkers(), client.getNodes()]);
+      if (gen !== this.generation) {
+        client.dispose();
+        return false;
+      }
+      this._client = client;
+      this.state.setNodes(nodes);
+      this.state.setWorkers(workers);
+      this.state.setStatus("connected", location.url);
+      await vsapi.setContext(ContextKeys.connected, true);
+      this.lastError = undefined;
+      log.info(`Connected to the broker at ${location.url}: ${workers.length} workers on ${nodes.length} nodes`);
+    } catch (err) {
+      client.dispose();
+      if (gen === this.generation) {
+        this.state.setStatus("disconnected");
+        await vsapi.setContext(ContextKeys.connected, false);
+        this.report(err, options);
+      }
+      return false;
+    }
+    this.wireStream(client, gen);
+    client.startStream();
+    return true;
+  }
+
+  /** Fetches workers and nodes again; connects first when not connected. */
+  async refresh(): Promise<void> {
+    const client = this._client;
+    if (!client) {
+      await this.connect({ interactive: true });
+      return;
+    }
+    try {
+      const [workers, nodes] = await Promise.all([client.getWorkers(), client.getNodes()]);
+      if (client === this._client) {
+        this.state.setNodes(nodes);
+        this.state.setWorkers(workers);
+      }
+    } catch (err) {
+      this.report(err, { interactive: true });
+    }
+  }
+
+  /** Runs `<python> -m raysleuth broker --state-dir <stateDir>` and connects to it. */
+  async startLocalBroker(): Promise<boolean> {
+    if (this.localBroker?.running) {
+      log.info(`${this.localBroker} is already running; connecting`);
+      return this.connect({ interactive: true });
+    }
+    const { python, source } = await resolvePythonPath();
+    const stateDir = resolveStateDir(vsapi.getSetting<string>(Settings.stateDir, ""));
+    log.info(`Starting a local broker with ${python} (${source}), state dir ${stateDir}`);
+    const proc = new BrokerProcess({ python, stateDir, onOutput: (line) => log.info(`[broker] ${line}`) });
+    this.localBroker = proc;
+    try {
+      const ready = await vsapi.withProgress("Ray Sleuth: starting a local broker…", () => proc.start());
+      log.info(`${proc} is ready at ${ready.http}`);
+      return await this.connectTo(
+        { url: ready.http, token: readToken(ready.token_file), source: `local broker (pid ${proc.pid})`, dap: ready.dap },
+        { interactive: true },
+      );
+    } catch (err) {
+      this.report(err, { interactive: true });
+      return false;
+    }
+  }
+
+  /** Tells the user about a failure, with actions that fix it. Never awaits the user. */
+  report(err: unknown, options: ConnectOptions): void {
+    const error = err instanceof Error ? err : new Error(String(err));
+    this.lastError = error;
+    log.error(error.message);
+    if (err instanceof BrokerNotFoundError && err.nothingConfigured) {
+      if (!options.interactive) {
+        return; // at startup, with no broker anywhere, stay quiet: the view's welcome text offers the same
+      }
+      this.act(this.notifier.info(`${error.message} Start a local broker?`, START_LOCAL, OPEN_SETTINGS));
+      return;
+    }
+    if (err instanceof BrokerError && err.kind === "refused") {
+      this.act(this.notifier.error(error.message, START_LOCAL, OPEN_SETTINGS));
+      return;
+    }
+    if (err instanceof BrokerError && err.kind === "unauthorized") {
+      this.act(this.notifier.error(error.message, OPEN_SETTINGS, SHOW_LOG));
+      return;
+    }
+    this.act(this.notifier.error(error.message, SHOW_LOG));
+  }
+
+  private act(choice: Thenable<string | undefined>): void {
+    choice.then(
+      (picked) => {
+        if (picked === START_LOCAL) {
+          void vsapi.executeCommand(Commands.startLocalBroker);
+        } else if (picked === OPEN_SETTINGS) {
+          void vsapi.openSettings("raySleuth");
+        } else if (picked === SHOW_LOG) {
+          log.show();
+        }
+      },
+      (e: unknown) => swallow("Showing a notification failed", e),
+    );
+  }
+
+  private wireStream(client: BrokerClient, gen: number): void {
+    const live = () => gen === this.generation && client === this._client;
+    client.onWorkers((workers) => {
+      if (live()) {
+        this.state.setWorkers(workers);
+        this.refreshNodesIfUnknown(workers);
+      }
+    });
+    client.onStreamState((s) => {
+      if (!live()) {
+        return;
+      }
+      if (s === "connecting" && this.state.status === "connected") {
+        this.state.setStatus("reconnecting");
+      } else if (s === "open" && this.state.status === "reconnecting") {
+        log.info(`Event stream from ${client.url} is back`);
+        this.state.setStatus("connected");
+        void this.refresh();
+      }
+    });
+    client.onStreamError((err) => {
+      if (!live()) {
+        return;
+      }
+      if (err.kind === "unauthorized") {
+        this.closeClient();
+        this.state.setStatus("disconnected");
+        void vsapi.setContext(ContextKeys.connected, false);
+        this.report(err, { interactive: true });
+      } else {
+        this.lastError = err;
+        log.warn(`Event stream: ${err.message}`);
+        if (err.kind === "refused") {
+          this.followRestartedBroker(client);
+        }
+      }
+    });
+  }
+
+  /** The broker went away; if broker.json now names another one (a restart on a new port), switch to it. */
+  private followRestartedBroker(client: BrokerClient): void {
+    let next: BrokerLocation;
+    try {
+      next = this.locate();
+    } catch {
+      return; // nothing new yet: the stream keeps retrying the old address
+    }
+    if (next.url.replace(/\/+$/, "") !== client.url) {
+      log.info(`broker.json now names ${next.url}; switching from ${client.url}`);
+      void this.connectTo(next, { interactive: false });
+    }
+  }
+
+  /** A worker on a node that /v1/nodes did not list yet: fetch the nodes again (debounced). */
+  private refreshNodesIfUnknown(workers: WorkerInfo[]): void {
+    const known = new Set(this.state.nodes.map((n) => n.node_id));
+    if (workers.every((w) => known.has(w.node_id)) || this.nodesRefresh) {
+      return;
+    }
+    this.nodesRefresh = setTimeout(() => {
+      this.nodesRefresh = undefined;
+      const client = this._client;
+      client?.getNodes().then(
+        (nodes) => client === this._client && this.state.setNodes(nodes),
+        (e: unknown) => swallow("Fetching nodes failed", e),
+      );
+    }, 250);
+  }
+
+  private closeClient(): void {
+    this._client?.dispose();
+    this._client = undefined;
+  }
+
+  dispose(): void {
+    this.generation++;
+    this.closeClient();
+    if (this.nodesRefresh) {
+      clearTimeout(this.nodesRefresh);
+    }
+    this.localBroker?.stop();
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
+

@@ -1,0 +1,159 @@
+// Pure shaping of the worker list for the Cluster view: nodes → actor-class
+// groups ("tasks" / "idle" for plain workers) → workers, plus the text each
+// worker item shows. No vscode import, so it is tested without a window.
+import * as path from "path";
+import { NodeInfo, WorkerInfo } from "../broker/types";
+
+export const TASKS_GROUP = "tasks";
+export const IDLE_GROUP = "idle";
+
+export interface WorkerGroup {
+  nodeId: string;
+  /** Actor class, or TASKS_GROUP / IDLE_GROUP for workers that host no actor. */
+  name: string;
+  workers: WorkerInfo[];
+}
+
+export interface NodeGroup {
+  nodeId: string;
+  nodeIp: string;
+  alive: boolean;
+  groups: WorkerGroup[];
+  workerCount: number;
+}
+
+export function groupNameOf(w: WorkerInfo): string {
+  if (w.actor_class) {
+    return w.actor_class;
+  }
+  return w.state === "idle" ? IDLE_GROUP : TASKS_GROUP;
+}
+
+function compareWorkers(a: WorkerInfo, b: WorkerInfo): number {
+  const ra = a.rank ?? Number.POSITIVE_INFINITY;
+  const rb = b.rank ?? Number.POSITIVE_INFINITY;
+  if (ra !== rb) {
+    return ra < rb ? -1 : 1;
+  }
+  return a.pid - b.pid;
+}
+
+function groupOrder(name: string): number {
+  return name === TASKS_GROUP ? 1 : name === IDLE_GROUP ? 2 : 0;
+}
+
+/** Groups workers by node, then actor class; nodes the broker knows without workers are kept. */
+export function groupWorkers(workers: readonly WorkerInfo[], nodes: readonly NodeInfo[] = []): NodeGroup[] {
+  const byNode = new Map<string, NodeGroup>();
+  const nodeOf = (id: string, ip: string, alive: boolean): NodeGroup => {
+    let n = byNode.get(id);
+    if (!n) {
+      n = { nodeId: id, nodeIp: ip, alive, groups: [], workerCount: 0 };
+      byNode.set(id, n);
+    }
+    return n;
+  };
+  for (const n of nodes) {
+    nodeOf(n.node_id, n.node_ip, n.alive);
+  }
+  for (const w of workers) {
+    const node = nodeOf(w.node_id, w.node_ip, true);
+    if (!node.nodeIp) {
+      node.nodeIp = w.node_ip;
+    }
+    const name = groupNameOf(w);
+    let group = node.groups.find((g) => g.name === name);
+    if (!group) {
+      group = { nodeId: node.nodeId, name, workers: [] };
+      node.groups.push(group);
+    }
+    group.workers.push(w);
+    node.workerCount++;
+  }
+  const result = [...byNode.values()];
+  for (const n of result) {
+    n.groups.sort((a, b) => groupOrder(a.name) - groupOrder(b.name) || a.name.localeCompare(b.name));
+    for (const g of n.groups) {
+      g.workers.sort(compareWorkers);
+    }
+  }
+  result.sort((a, b) => Number(b.alive) - Number(a.alive) || a.nodeIp.localeCompare(b.nodeIp) || a.nodeId.localeCompare(b.nodeId));
+  return result;
+}
+
+export function shortId(id: string | null | undefined, n = 8): string {
+  return id ? id.slice(0, n) : "-";
+}
+
+export function nodeLabel(n: NodeGroup): string {
+  return `node ${n.nodeIp || "?"} (${shortId(n.nodeId, 6)})`;
+}
+
+export function nodeDescription(n: NodeGroup): string {
+  const count = `${n.workerCount} worker${n.workerCount === 1 ? "" : "s"}`;
+  return n.alive ? count : `${count} · dead`;
+}
+
+/** e.g. "rank 2 · Learner · pid 4242"; parts that are unknown are left out. */
+export function workerLabel(w: WorkerInfo): string {
+  const parts: string[] = [];
+  if (w.rank !== null && w.rank !== undefined) {
+    parts.push(`rank ${w.rank}`);
+  }
+  if (w.actor_class) {
+    parts.push(w.actor_class);
+  } else if (w.task) {
+    parts.push(w.task);
+  }
+  parts.push(`pid ${w.pid}`);
+  return parts.join(" · ");
+}
+
+/** The state as shown next to the label, e.g. "paused at train.py:42 (no agent)". */
+export function workerDescription(w: WorkerInfo): string {
+  let text: string = w.state;
+  if (w.state === "paused" && w.paused_at) {
+    text = `paused at ${path.basename(w.paused_at.path)}:${w.paused_at.line}`;
+  }
+  if (!w.agent) {
+    text += " (no agent)";
+  }
+  return text;
+}
+
+/** Every field, one per line. */
+export function workerTooltip(w: WorkerInfo): string {
+  const rows: [string, unknown][] = [
+    ["worker", w.id],
+    ["pid", w.pid],
+    ["state", w.state],
+    ["paused at", w.paused_at ? `${w.paused_at.path}:${w.paused_at.line} (${w.paused_at.reason})` : null],
+    ["rank", w.rank],
+    ["local rank", w.local_rank],
+    ["world size", w.world_size],
+    ["actor class", w.actor_class],
+    ["actor name", w.actor_name],
+    ["actor id", w.actor_id],
+    ["task", w.task],
+    ["job", w.job_id],
+    ["node", `${w.node_ip} (${w.node_id})`],
+    ["GPUs", w.gpu_ids && w.gpu_ids.length ? w.gpu_ids.join(", ") : null],
+    ["python", w.python],
+    ["agent", w.agent ? "yes" : "no (seen only through Ray's State API)"],
+    ["last seen", formatLastSeen(w.last_seen)],
+  ];
+  return rows
+    .filter(([, v]) => v !== null && v !== undefined && v !== "")
+    .map(([k, v]) => `${k}: ${String(v)}`)
+    .join("\n");
+}
+
+function formatLastSeen(v: WorkerInfo["last_seen"]): string | null {
+  if (v === null || v === undefined) {
+    return null;
+  }
+  if (typeof v === "number") {
+    return new Date(v * 1000).toISOString();
+  }
+  return v;
+}

@@ -1,0 +1,106 @@
+// The Cluster view (raySleuth.workers): nodes → actor-class groups → workers,
+// rebuilt from ClusterState on every change. Shapes items only; the grouping
+// and the texts come from workerGrouping.ts.
+import * as vscode from "vscode";
+import { WorkerInfo, WorkerState } from "../broker/types";
+import { ClusterState } from "./clusterState";
+import {
+  groupWorkers,
+  NodeGroup,
+  nodeDescription,
+  nodeLabel,
+  WorkerGroup,
+  workerDescription,
+  workerLabel,
+  workerTooltip,
+  IDLE_GROUP,
+  TASKS_GROUP,
+} from "./workerGrouping";
+
+export type ClusterTreeNode =
+  | { kind: "node"; node: NodeGroup }
+  | { kind: "group"; group: WorkerGroup }
+  | { kind: "worker"; worker: WorkerInfo };
+
+const STATE_ICONS: Record<WorkerState, vscode.ThemeIcon> = {
+  running: new vscode.ThemeIcon("play-circle", new vscode.ThemeColor("testing.iconPassed")),
+  idle: new vscode.ThemeIcon("circle-large-outline"),
+  paused: new vscode.ThemeIcon("debug-pause", new vscode.ThemeColor("debugIcon.pauseForeground")),
+  crashed: new vscode.ThemeIcon("error", new vscode.ThemeColor("errorForeground")),
+  exited: new vscode.ThemeIcon("circle-slash", new vscode.ThemeColor("disabledForeground")),
+};
+
+export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<ClusterTreeNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly subscription: vscode.Disposable;
+  private roots: NodeGroup[] | undefined;
+
+  constructor(private readonly state: ClusterState) {
+    this.subscription = state.onDidChange(() => {
+      this.roots = undefined;
+      this.changed.fire(undefined);
+    });
+  }
+
+  /** The current tree, nodes first (also what tests read). */
+  get nodes(): NodeGroup[] {
+    this.roots ??= groupWorkers(this.state.workers, this.state.nodes);
+    return this.roots;
+  }
+
+  getChildren(element?: ClusterTreeNode): ClusterTreeNode[] {
+    if (!element) {
+      return this.nodes.map((node) => ({ kind: "node", node }));
+    }
+    switch (element.kind) {
+      case "node":
+        return element.node.groups.map((group) => ({ kind: "group", group }));
+      case "group":
+        return element.group.workers.map((worker) => ({ kind: "worker", worker }));
+      case "worker":
+        return [];
+    }
+  }
+
+  getTreeItem(element: ClusterTreeNode): vscode.TreeItem {
+    switch (element.kind) {
+      case "node": {
+        const n = element.node;
+        const item = new vscode.TreeItem(nodeLabel(n), vscode.TreeItemCollapsibleState.Expanded);
+        item.id = `node:${n.nodeId}`;
+        item.description = nodeDescription(n);
+        item.iconPath = new vscode.ThemeIcon(n.alive ? "server" : "debug-disconnect");
+        item.tooltip = `node ${n.nodeId}\nip: ${n.nodeIp}\nalive: ${n.alive ? "yes" : "no"}\nworkers: ${n.workerCount}`;
+        item.contextValue = n.alive ? "node.alive" : "node.dead";
+        return item;
+      }
+      case "group": {
+        const g = element.group;
+        const item = new vscode.TreeItem(g.name, vscode.TreeItemCollapsibleState.Expanded);
+        item.id = `group:${g.nodeId}:${g.name}`;
+        item.description = `${g.workers.length}`;
+        const plain = g.name === TASKS_GROUP || g.name === IDLE_GROUP;
+        item.iconPath = new vscode.ThemeIcon(plain ? "list-unordered" : "symbol-class");
+        item.tooltip = plain ? `${g.name}: workers that host no actor` : `actor class ${g.name}: ${g.workers.length} worker(s)`;
+        item.contextValue = plain ? "group.plain" : "group.actor";
+        return item;
+      }
+      case "worker": {
+        const w = element.worker;
+        const item = new vscode.TreeItem(workerLabel(w), vscode.TreeItemCollapsibleState.None);
+        item.id = `worker:${w.id}`;
+        item.description = workerDescription(w);
+        item.iconPath = STATE_ICONS[w.state] ?? new vscode.ThemeIcon("question");
+        item.tooltip = workerTooltip(w);
+        item.contextValue = `worker.${w.state}`;
+        return item;
+      }
+    }
+  }
+
+  dispose(): void {
+    this.subscription.dispose();
+    this.changed.dispose();
+  }
+}

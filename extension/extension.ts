@@ -1,0 +1,72 @@
+// Entry point: builds the extension's objects, wires them together and pushes
+// them to the context. No logic here. activate() must never wait on the broker.
+import * as vscode from "vscode";
+import { Commands, WORKERS_VIEW_ID } from "./constants";
+import { createLog, log, swallow } from "./common/log";
+import { registerCommand, createTreeView } from "./common/vscodeapi";
+import { BrokerClient } from "./broker/brokerClient";
+import { BrokerConnectionService } from "./broker/brokerConnection";
+import { ClusterState } from "./cluster/clusterState";
+import { ClusterStatusBar } from "./cluster/statusBar";
+import { ClusterTreeNode, WorkerTreeProvider } from "./cluster/workerTreeProvider";
+
+/** What activate() returns: used by the extension tests, and by nothing else. */
+export interface RaySleuthApi {
+  state: ClusterState;
+  workerTree: WorkerTreeProvider;
+  treeView: vscode.TreeView<ClusterTreeNode>;
+  statusBar: ClusterStatusBar;
+  connection: BrokerConnectionService;
+  readonly brokerClient: BrokerClient | undefined;
+  /** Resolves when the connect started by activation has finished. */
+  initialConnect: Promise<boolean>;
+}
+
+export function activate(context: vscode.ExtensionContext): RaySleuthApi {
+  const channel = createLog();
+  const state = new ClusterState();
+  const workerTree = new WorkerTreeProvider(state);
+  const treeView = createTreeView<ClusterTreeNode>(WORKERS_VIEW_ID, { treeDataProvider: workerTree, showCollapseAll: true });
+  const statusBar = new ClusterStatusBar(state);
+  const connection = new BrokerConnectionService(state);
+
+  context.subscriptions.push(
+    channel,
+    state,
+    workerTree,
+    treeView,
+    statusBar,
+    connection,
+    registerCommand(Commands.connect, () => connection.connect({ interactive: true })),
+    registerCommand(Commands.refresh, () => connection.refresh()),
+    registerCommand(Commands.startLocalBroker, () => connection.startLocalBroker()),
+    registerCommand(Commands.showLog, () => log.show()),
+    treeView.onDidChangeVisibility((e) => {
+      if (e.visible && state.status === "disconnected") {
+        void connection.connect({ interactive: false });
+      }
+    }),
+  );
+
+  log.info(`Ray Sleuth ${String(context.extension.packageJSON.version)} activated`);
+  const initialConnect = connection.connect({ interactive: false }).catch((err: unknown) => {
+    swallow("Connecting at activation failed", err);
+    return false;
+  });
+
+  return {
+    state,
+    workerTree,
+    treeView,
+    statusBar,
+    connection,
+    get brokerClient() {
+      return connection.client;
+    },
+    initialConnect,
+  };
+}
+
+export function deactivate(): void {
+  // Everything is disposed through context.subscriptions (the local broker too).
+}
