@@ -183,6 +183,10 @@ class Agent:
             info["state"] = "paused"
             info["paused_at"] = dict(bp.paused_at)
         info["agent_source"] = self.source
+        try:
+            info["cwd"] = os.getcwd()  # a runtime_env working_dir is unpacked here: for path mapping
+        except OSError:
+            info["cwd"] = None
         info["time"] = time.time()
         return info
 

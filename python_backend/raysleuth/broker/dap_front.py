@@ -130,8 +130,15 @@ class DapSession:
             return True
         try:
             worker = self.broker.resolve_target(args)
-            self.paths = PathMapper(args.get("pathMappings"))
+            mappings = list(args.get("pathMappings") or [])
             self.link = await self.broker.lease_link(worker, self, progress=self._progress)
+            if not mappings and isinstance(args.get("localRoot"), str):
+                from raysleuth.broker.pathmap import auto_mapping
+
+                mappings = await auto_mapping(self.broker, worker, args["localRoot"])
+                for m in mappings:
+                    await self.output(f"Ray Sleuth: mapping {m['localRoot']} ↔ worker's {m['remoteRoot']}")
+            self.paths = PathMapper(mappings)
         except SleuthError as exc:
             await self.respond(
                 request, error=f"Ray Sleuth: {exc.message}" + (f" {exc.hint}" if exc.hint else "")

@@ -38,8 +38,9 @@ WORKER_FIELDS = (
     "agent",
     "python",
     "last_seen",
+    "cwd",
 )
-"""The contract's fields of a worker object, in order."""
+"""The contract's fields of a worker object, in order (`cwd` extends it, for path mapping)."""
 
 
 @dataclass
@@ -136,6 +137,7 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             "world_size",
             "gpu_ids",
             "python",
+            "cwd",
         ):
             if rep.get(key) is not None:
                 w[key] = rep[key]

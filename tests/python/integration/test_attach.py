@@ -233,3 +233,64 @@ def test_terminal_debugger_shows_stopped_line_and_evaluates(broker, ranked):
         assert ray.get(ref, timeout=30) == sum(i * 7 for i in range(1000))
     finally:
         child.close(force=True)
+
+
+async def test_working_dir_copy_is_mapped_to_the_editors_folder_automatically(
+    broker, client, ray_cluster, tmp_path
+):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    local = tmp_path / "project"
+    local.mkdir()
+    shutil.copy(FIXTURES / "mapped_job.py", local / "mapped_job.py")
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            str(FIXTURES / "mapped_driver.py"),
+            ray_cluster.address_info["gcs_address"],
+            str(local),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAYSLEUTH": "0"},
+    )
+    try:
+        info = json.loads(await asyncio.to_thread(job.stdout.readline))
+        remote_cwd = info["cwd"]
+        assert remote_cwd != str(local) and "working_dir_files" in remote_cwd
+        await asyncio.to_thread(
+            wait_until,
+            lambda: any(w["pid"] == info["pid"] and w["cwd"] == remote_cwd for w in client.workers()),
+            15,
+        )
+        local_file = str(local / "mapped_job.py")
+        line = marker_line(local_file, "mapped-loop")
+        host, port = dap_address(broker)
+        s = await open_session(
+            host,
+            port,
+            {"token": broker.token, "rank": 300, "localRoot": str(local)},
+            breakpoints={local_file: [{"line": line}]},
+        )
+        try:
+            out = [e["body"]["output"] for e in s.events if e["event"] == "output"]
+            assert any("mapping" in o and remote_cwd in o for o in out), out
+            job.stdin.write("work 5\n")
+            job.stdin.flush()
+            ev = await s.wait_event("stopped", timeout=30)
+            top = (await s.request("stackTrace", {"threadId": ev["body"]["threadId"]}))["body"][
+                "stackFrames"
+            ][0]
+            assert (top["source"]["path"], top["line"]) == (local_file, line)
+            await s.request("disconnect", {})
+            assert json.loads(await asyncio.to_thread(job.stdout.readline)) == {"result": 10}
+        finally:
+            await s.close()
+    finally:
+        job.stdin.close()
+        await asyncio.to_thread(job.wait, 60)
