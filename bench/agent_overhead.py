@@ -25,8 +25,8 @@ import ray  # noqa: E402
 
 from raysleuth.broker.process import start_broker  # noqa: E402
 
-REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
-LOOP_N = int(os.environ.get("BENCH_LOOP_N", "3000000"))
+REPEATS = int(os.environ.get("BENCH_REPEATS", "11"))
+LOOP_N = int(os.environ.get("BENCH_LOOP_N", "8000000"))
 STARTS = int(os.environ.get("BENCH_STARTS", "8"))
 
 

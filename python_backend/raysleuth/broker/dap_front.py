@@ -223,7 +223,7 @@ class DapSession:
         if link is not self.link:
             return
         self.link = None
-        cause = self.broker.describe_exit(link.worker_id)
+        cause = await self.broker.describe_exit(link.worker_id)
         await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
         await self.event("terminated")
 

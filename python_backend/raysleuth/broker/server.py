@@ -248,13 +248,30 @@ class Broker:
         except Exception as exc:  # noqa: BLE001 - the worker may be gone: nothing to release
             log.info("%s: release after %s: %s", link, session, exc)
 
-    def describe_exit(self, worker_id: str) -> str:
-        for w in self._workers:
-            if w["id"] == worker_id:
-                if w["state"] == "exited":
-                    return "the worker exited"
-                return f"the debugger connection dropped (worker state: {w['state']})"
-        return "the worker is gone"
+    async def describe_exit(self, worker_id: str, wait: float = 3.0) -> str:
+        """Why a worker's debugger went away, in words, from Ray's record of the worker's death.
+
+        Waits up to `wait` s for the State API to record it: a killed worker's link drops first.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            sw = next(
+                (x for x in (self.state.workers if self.state else []) if x["worker_id"] == worker_id), None
+            )
+            if sw is not None and not sw.get("is_alive"):
+                detail = (sw.get("exit_detail") or "").strip().splitlines()
+                what = {
+                    "INTENDED_SYSTEM_EXIT": "it was stopped on purpose (ray.kill or job end)",
+                    "INTENDED_USER_EXIT": "it exited on purpose",
+                    "SYSTEM_ERROR": "it died unexpectedly",
+                    "USER_ERROR": "it exited with an error",
+                    "NODE_OUT_OF_MEMORY": "the node ran out of memory (OOM killer)",
+                }
+                text = what.get(sw.get("exit_type"), f"it exited ({sw.get('exit_type')})")
+                return text + (f": {detail[0]}" if detail else "")
+            if time.monotonic() > deadline:
+                return "the debugger connection dropped; the worker may have exited"
+            await asyncio.sleep(0.2)
 
     # --- Ray side ---------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ async def test_killing_worker_mid_session_ends_the_session_cleanly(broker, clien
         ray.kill(a)
         await s.wait_event("terminated", timeout=30)
         out = [e["body"]["output"] for e in s.events if e["event"] == "output"]
-        assert any("ended" in o and f"pid={pid}" in o for o in out), out
+        assert any("ended" in o and f"pid={pid}" in o and "on purpose" in o for o in out), out
         # The broker runs on and serves others.
         assert client.workers() is not None
     finally:
