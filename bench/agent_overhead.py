@@ -10,20 +10,14 @@ A broker runs during the measurement, so the agent really registers and heartbea
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
-import ray  # noqa: E402
-
-from raysleuth.broker.process import start_broker  # noqa: E402
+import _common  # first: it pins Ray's env before ray is imported
+import ray
 
 REPEATS = int(os.environ.get("BENCH_REPEATS", "11"))
 LOOP_N = int(os.environ.get("BENCH_LOOP_N", "8000000"))
@@ -108,22 +102,12 @@ def measure_activation() -> dict:
 
 
 def main() -> None:
-    temp = tempfile.mkdtemp(prefix="rs-bench-", dir="/tmp")
-    ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False, logging_level="ERROR")
-    broker = start_broker(
-        __import__("pathlib").Path(temp) / "state", address=ray.get_runtime_context().gcs_address
-    )
-    try:
-        result = {"bench": "agent_overhead", "python": sys.version.split()[0], "ray": ray.__version__}
+    with _common.cluster_with_broker():
+        result = {"ray": ray.__version__}
         result.update(measure_loop())
         result.update(measure_starts())
         result.update(measure_activation())
-        result["targets"] = {"loop_ratio": 1.02, "start_added_ms": 50}
-        result["ok"] = result["loop_ratio"] <= 1.02 and result["start_added_ms"] <= 50
-        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
-    finally:
-        broker.stop()
-        ray.shutdown()
+        _common.report("agent_overhead", result, {"loop_ratio": 1.02, "start_added_ms": 50})
 
 
 if __name__ == "__main__":

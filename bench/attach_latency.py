@@ -11,23 +11,17 @@ so Ray's own debugpy listener is reached directly, as Ray's VS Code extension do
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ["RAYSLEUTH"] = "1"
+import _common  # first: it pins Ray's env before ray is imported
+import ray
 
-import ray  # noqa: E402
+from raysleuth.client import BrokerClient
+from raysleuth.dap.client import DapClient, open_session
 
-from raysleuth.broker.process import start_broker  # noqa: E402
-from raysleuth.client import BrokerClient  # noqa: E402
-from raysleuth.dap.client import DapClient, open_session  # noqa: E402
+os.environ["RAYSLEUTH"] = "1"  # workers the cluster starts inherit it
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 TRACES = int(os.environ.get("BENCH_TRACES", "40"))
@@ -151,19 +145,10 @@ async def run(broker, client: BrokerClient) -> dict:
 
 
 def main() -> None:
-    temp = tempfile.mkdtemp(prefix="rs-bench-", dir="/tmp")
-    ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False, logging_level="ERROR")
-    broker = start_broker(Path(temp) / "state", address=ray.get_runtime_context().gcs_address)
-    try:
+    with _common.cluster_with_broker() as broker:
         client = BrokerClient(broker.http, broker.token)
-        result = {"bench": "attach_latency", "python": sys.version.split()[0], "rounds": ROUNDS}
-        result.update(asyncio.run(run(broker, client)))
-        result["targets"] = {"attach_ratio": 1.2, "stacktrace_added_ms": 5}
-        result["ok"] = result["attach_ratio"] <= 1.2 and result["stacktrace_added_ms"] <= 5
-        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
-    finally:
-        broker.stop()
-        ray.shutdown()
+        result = {"rounds": ROUNDS, **asyncio.run(run(broker, client))}
+        _common.report("attach_latency", result, {"attach_ratio": 1.2, "stacktrace_added_ms": 5})
 
 
 if __name__ == "__main__":

@@ -59,3 +59,15 @@ def marker_line(path, marker: str) -> int:
 def dap_address(broker) -> tuple[str, int]:
     host, port = broker.ready["dap"].rsplit(":", 1)
     return host, int(port)
+
+
+def broker_command(state_dir, address: str) -> list[str]:
+    """`raysleuth broker` for one cluster, for tests that need the raw process."""
+    import sys
+
+    return [sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(state_dir), "--address", address]
+
+
+def broker_env() -> dict:
+    """The test's environment for a broker child: the broker is never a Ray worker."""
+    return {**os.environ, "RAYSLEUTH": "0"}

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import pin_ray_env, short_temp_dir, wait_until
+from helpers import broker_command, broker_env, pin_ray_env, short_temp_dir, wait_until
 
 RAY_TOKEN = secrets.token_hex(16)
 pin_ray_env(auth_mode="token")
@@ -51,20 +51,11 @@ def test_dashboard_really_requires_ray_token(token_cluster):
 def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cluster, tmp_path):
     state = tmp_path / "state"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raysleuth",
-            "broker",
-            "--state-dir",
-            str(state),
-            "--address",
-            token_cluster.address_info["gcs_address"],
-        ],
+        broker_command(state, token_cluster.address_info["gcs_address"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "RAYSLEUTH": "0"},
+        env=broker_env(),
         start_new_session=True,
     )
     try:
@@ -113,20 +104,11 @@ def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cl
 
 def test_sigint_also_exits_zero(token_cluster, tmp_path):
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raysleuth",
-            "broker",
-            "--state-dir",
-            str(tmp_path),
-            "--address",
-            token_cluster.address_info["gcs_address"],
-        ],
+        broker_command(tmp_path, token_cluster.address_info["gcs_address"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "RAYSLEUTH": "0"},
+        env=broker_env(),
         start_new_session=True,
     )
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import ranked_job
 import ray
-from helpers import wait_until
+from helpers import broker_command, broker_env, wait_until
 
 
 def live(client, pred):
@@ -202,20 +202,11 @@ def test_stream_sends_workers_events(broker, client, ray_cluster):
 
 def test_second_broker_for_the_same_cluster_is_refused(broker, ray_cluster, tmp_path):
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "raysleuth",
-            "broker",
-            "--state-dir",
-            str(tmp_path),
-            "--address",
-            ray_cluster.address_info["gcs_address"],
-        ],
+        broker_command(tmp_path, ray_cluster.address_info["gcs_address"]),
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "RAYSLEUTH": "0"},
+        env=broker_env(),
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert "Another Ray Sleuth broker already runs" in proc.stderr
