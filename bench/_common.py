@@ -22,7 +22,12 @@ def cluster_with_broker(num_cpus: int = 4):
 
     temp = tempfile.mkdtemp(prefix="rs-bench-", dir="/tmp")
     ray.init(
-        num_cpus=num_cpus, include_dashboard=True, _temp_dir=temp, log_to_driver=False, logging_level="ERROR"
+        address="local",
+        num_cpus=num_cpus,
+        include_dashboard=True,
+        _temp_dir=temp,
+        log_to_driver=False,
+        logging_level="ERROR",
     )
     broker = start_broker(Path(temp) / "state", address=ray.get_runtime_context().gcs_address)
     try:

@@ -12,6 +12,9 @@ export const Commands = {
   refresh: "raySleuth.refresh",
   startLocalBroker: "raySleuth.startLocalBroker",
   showLog: "raySleuth.showLog",
+  pickWorker: "raySleuth.pickWorker",
+  attachWorker: "raySleuth.attachWorker",
+  attachAllPaused: "raySleuth.attachAllPaused",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
 } as const;
@@ -22,7 +25,13 @@ export const Settings = {
   tokenFile: "tokenFile",
   stateDir: "stateDir",
   pythonPath: "pythonPath",
+  pathMappings: "pathMappings",
 } as const;
+
+/** The debug type in package.json's contributes.debuggers. */
+export const DEBUG_TYPE = "raysleuth";
+/** Name of the one parent session that holds every worker session of a window. */
+export const CLUSTER_SESSION_NAME = "Ray cluster";
 
 export const ContextKeys = {
   connected: "raySleuth.connected",

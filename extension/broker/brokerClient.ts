@@ -3,7 +3,7 @@
 // no vscode import, so it runs the same in tests and in the extension host.
 import * as http from "http";
 import * as https from "https";
-import { BrokerErrorBody, NodeInfo, WorkerInfo } from "./types";
+import { BrokerErrorBody, BrokerStatus, NodeInfo, WorkerInfo } from "./types";
 
 export type BrokerErrorKind = "refused" | "unauthorized" | "http" | "timeout" | "network" | "protocol";
 
@@ -55,7 +55,8 @@ class Signal<T> {
 
 export class BrokerClient {
   readonly url: string;
-  private readonly token: string;
+  /** The bearer token; debug sessions send it in their attach arguments. */
+  readonly token: string;
   private readonly timeoutMs: number;
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
@@ -103,6 +104,10 @@ export class BrokerClient {
 
   getNodes(): Promise<NodeInfo[]> {
     return this.requestJson<NodeInfo[]>("GET", "/v1/nodes");
+  }
+
+  getStatus(): Promise<BrokerStatus> {
+    return this.requestJson<BrokerStatus>("GET", "/v1/status");
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */

@@ -54,6 +54,12 @@ export interface BrokerReadyInfo {
   token_file: string;
 }
 
+/** `GET /v1/status`: only the fields the extension reads. */
+export interface BrokerStatus {
+  /** The DAP front door, "HOST:PORT". */
+  dap: string;
+}
+
 /** The body of every broker error response. */
 export interface BrokerErrorBody {
   error: string;

@@ -2,6 +2,7 @@
 // rebuilt from ClusterState on every change. Shapes items only; the grouping
 // and the texts come from workerGrouping.ts.
 import * as vscode from "vscode";
+import { Commands } from "../constants";
 import { WorkerInfo, WorkerState } from "../broker/types";
 import { ClusterState } from "./clusterState";
 import {
@@ -94,6 +95,10 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
         item.iconPath = STATE_ICONS[w.state] ?? new vscode.ThemeIcon("question");
         item.tooltip = workerTooltip(w);
         item.contextValue = `worker.${w.state}`;
+        if (w.agent && w.state !== "exited") {
+          // A click attaches (or focuses the worker's session if it has one).
+          item.command = { command: Commands.attachWorker, title: "Attach Debugger", arguments: [element] };
+        }
         return item;
       }
     }

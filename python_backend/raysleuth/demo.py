@@ -103,6 +103,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
     _say("[1/4] starting an embedded local Ray cluster (agent on: RAYSLEUTH=1) ...")
     ctx = ray.init(
+        address="local",  # always a new embedded cluster, never one found in /tmp/ray
         num_cpus=WORLD_SIZE + 4,
         include_dashboard=True,
         _node_ip_address="127.0.0.1",

@@ -287,6 +287,43 @@ async function uiSmoke(browser: Browser, port: number, workspace: string): Promi
   }
 }
 
+async function uiAttach(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+  const title = "UI: a click on rank 0 attaches; the Call Stack shows it under the Ray cluster session";
+  const page: Page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  try {
+    await page.goto(workbenchUrl(port, workspace, false));
+    const icon = page.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]');
+    await icon.waitFor({ timeout: 60_000 });
+    await icon.click();
+    const item = page.getByText(/^rank 0 · Trainer · pid \d+$/).first();
+    await item.waitFor({ timeout: 30_000 });
+    const label = (await item.textContent()) ?? "";
+    await item.click();
+    // The session starts (the debug toolbar shows); Run and Debug's Call Stack lists the parent and the worker session.
+    await page.locator(".debug-toolbar").waitFor({ timeout: 30_000 });
+    // force: the session-count badge lies over the icon and takes the pointer.
+    await page.locator('.activitybar a.action-label[aria-label^="Run and Debug"]').click({ force: true });
+    const callStack = page.locator(".debug-call-stack");
+    await callStack.getByText("Ray cluster").first().waitFor({ timeout: 30_000 });
+    await callStack.getByText(label).first().waitFor({ timeout: 30_000 });
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    const shot = path.join(OUT_DIR, "call-stack.png");
+    await page.screenshot({ path: shot });
+    say(`screenshot ${shot}`);
+    // Stop the worker session (the focused one): the worker runs on, the parent ends with it.
+    await callStack.getByText(label).first().click();
+    await page.keyboard.press("Shift+F5");
+    await callStack.getByText("Ray cluster").first().waitFor({ state: "detached", timeout: 20_000 });
+    return { title, state: "passed" };
+  } catch (err) {
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    await page.screenshot({ path: path.join(OUT_DIR, "call-stack-failed.png") }).catch(() => undefined);
+    return { title, state: "failed", error: String(err) };
+  } finally {
+    await page.close();
+  }
+}
+
 async function main(): Promise<number> {
   let codeServer: ChildProcess | undefined;
   let browser: Browser | undefined;
@@ -302,6 +339,7 @@ async function main(): Promise<number> {
     outcomes.push(...(await runExtensionHostTests(browser, port, dirs.workspace)));
     if (process.env.RAYSLEUTH_SKIP_UI !== "1") {
       outcomes.push(await uiSmoke(browser, port, dirs.workspace));
+      outcomes.push(await uiAttach(browser, port, dirs.workspace));
     }
   } catch (err) {
     outcomes.push({ title: "test harness", state: "failed", error: err instanceof Error ? (err.stack ?? err.message) : String(err) });

@@ -31,7 +31,12 @@ from raysleuth.client import BrokerClient  # noqa: E402
 def token_cluster():
     temp = short_temp_dir("rs-auth-")
     ctx = ray.init(
-        num_cpus=4, include_dashboard=True, _temp_dir=temp, _node_ip_address="127.0.0.1", log_to_driver=False
+        address="local",
+        num_cpus=4,
+        include_dashboard=True,
+        _temp_dir=temp,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
     )
     yield ctx
     ray.shutdown()

@@ -19,7 +19,12 @@ def ray_cluster():
 
     temp = short_temp_dir("rs-it-")
     ctx = ray.init(
-        num_cpus=8, include_dashboard=True, _temp_dir=temp, _node_ip_address="127.0.0.1", log_to_driver=False
+        address="local",
+        num_cpus=8,
+        include_dashboard=True,
+        _temp_dir=temp,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
     )
     yield ctx
     ray.shutdown()

@@ -128,6 +128,8 @@ async def test_attach_by_worker_id_and_debugpy_listens_on_loopback_only(broker, 
         ]
         assert listening, "the attached worker has a debugpy listener"
         assert all(is_loopback(addr.ip) for addr in listening), listening
+        # The in-process adapter: no debugpy adapter process that could outlive the worker.
+        assert psutil.Process(pids[1]).children(recursive=True) == []
     finally:
         await s.request("disconnect", {}, check=False)
         await s.close()

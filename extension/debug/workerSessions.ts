@@ -1,0 +1,224 @@
+// One debug session per worker, all under one "Ray cluster" parent session
+// (started on demand, stopped when its last worker session ends). Knows which
+// worker has a session in this window, so a second one is never started.
+import * as vscode from "vscode";
+import { CLUSTER_SESSION_NAME, Commands, DEBUG_TYPE } from "../constants";
+import { log, swallow } from "../common/log";
+import * as vsapi from "../common/vscodeapi";
+import { WorkerInfo } from "../broker/types";
+import { ClusterState } from "../cluster/clusterState";
+import type { ClusterTreeNode } from "../cluster/workerTreeProvider";
+import { attachable, sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
+
+/** What raySleuth.attachWorker accepts: a tree item's node (a click), a worker, a worker id, or nothing (pick). */
+export type AttachTarget = ClusterTreeNode | WorkerInfo | string | undefined;
+
+export class WorkerSessionService implements vscode.Disposable {
+  private parent: vscode.DebugSession | undefined;
+  private parentStarting: Promise<vscode.DebugSession | undefined> | undefined;
+  private readonly sessions = new Map<string, vscode.DebugSession>();
+  private readonly starting = new Map<string, Promise<vscode.DebugSession | undefined>>();
+  private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly state: ClusterState) {
+    this.disposables.push(
+      this.started,
+      vscode.debug.onDidStartDebugSession((s) => this.sessionStarted(s)),
+      vscode.debug.onDidTerminateDebugSession((s) => this.sessionEnded(s)),
+    );
+  }
+
+  toString(): string {
+    return `WorkerSessions[${this.sessions.size}]`;
+  }
+
+  /** The parent session, while it runs. */
+  get clusterSession(): vscode.DebugSession | undefined {
+    return this.parent;
+  }
+
+  /** The live session whose key (see attachConfig.sessionKey) is this one. */
+  sessionFor(key: string): vscode.DebugSession | undefined {
+    return this.sessions.get(key);
+  }
+
+  /** Brings an existing session forward: VS Code has no API to focus a session, so show the Call Stack and say so. */
+  focus(session: vscode.DebugSession): void {
+    log.info(`${session.name} already has a debug session in this window; not starting another`);
+    vscode.window.setStatusBarMessage(`Ray Sleuth: ${session.name} is already being debugged in this window`, 5000);
+    void vsapi.executeCommand("workbench.debug.action.focusCallStackView").then(undefined, (e: unknown) => swallow("Focusing the Call Stack failed", e));
+  }
+
+  /** raySleuth.attachWorker: a session for the worker (its existing one if it has one). */
+  async attachWorker(target: AttachTarget): Promise<vscode.DebugSession | undefined> {
+    let worker = this.workerOf(target);
+    if (target === undefined) {
+      const id = await vsapi.executeCommand<string | undefined>(Commands.pickWorker);
+      if (!id) {
+        return undefined;
+      }
+      worker = this.workerOf(id);
+    }
+    if (!worker) {
+      void vsapi.showErrorMessage(`Ray Sleuth: the worker ${typeof target === "string" ? target : ""} is not in the Cluster view any more. Refresh the view and pick a live worker.`);
+      return undefined;
+    }
+    if (!attachable(worker)) {
+      void vsapi.showErrorMessage(
+        worker.agent
+          ? `Ray Sleuth: ${sessionName(worker)} has exited; there is nothing to attach to.`
+          : `Ray Sleuth: ${sessionName(worker)} has no Ray Sleuth agent. Start the job with RAYSLEUTH=1 in its environment (or raysleuth.init()).`,
+      );
+      return undefined;
+    }
+    const key = `worker:${worker.id}`;
+    const existing = this.sessions.get(key);
+    if (existing) {
+      this.focus(existing);
+      return existing;
+    }
+    let pending = this.starting.get(key);
+    if (!pending) {
+      pending = this.startWorkerSession(worker, key).finally(() => this.starting.delete(key));
+      this.starting.set(key, pending);
+    }
+    return pending;
+  }
+
+  /** raySleuth.attachAllPaused: a session for every paused worker that has none yet. */
+  async attachAllPaused(): Promise<vscode.DebugSession[]> {
+    const paused = this.state.workers.filter((w) => w.state === "paused" && attachable(w) && !this.sessions.has(`worker:${w.id}`));
+    if (paused.length === 0) {
+      void vsapi.showInformationMessage("Ray Sleuth: no paused worker without a debug session.");
+      return [];
+    }
+    const sessions = await Promise.all(paused.map((w) => this.attachWorker(w)));
+    return sessions.filter((s): s is vscode.DebugSession => s !== undefined);
+  }
+
+  private workerOf(target: AttachTarget): WorkerInfo | undefined {
+    if (typeof target === "string") {
+      return this.state.workers.find((w) => w.id === target);
+    }
+    if (target && "kind" in target) {
+      return target.kind === "worker" ? (this.state.workers.find((w) => w.id === target.worker.id) ?? target.worker) : undefined;
+    }
+    return target ? (this.state.workers.find((w) => w.id === target.id) ?? target) : undefined;
+  }
+
+  private async startWorkerSession(worker: WorkerInfo, key: string): Promise<vscode.DebugSession | undefined> {
+    const parent = await this.ensureParent();
+    const config: SleuthAttachConfig = { type: DEBUG_TYPE, request: "attach", name: sessionName(worker), worker: worker.id };
+    const seen = this.nextStart((s) => sessionKey(s.configuration as SleuthAttachConfig) === key);
+    // lifecycleManagedByParent stays false (unlike vscode-python-debugger's
+    // subprocesses): with it, VS Code sends a worker session's stop/restart to
+    // the parent, so stopping one worker would end every worker's session.
+    const ok = await vscode.debug.startDebugging(this.folder(), config as vscode.DebugConfiguration, parent ? { parentSession: parent, lifecycleManagedByParent: false } : undefined);
+    if (!ok) {
+      seen.dispose();
+      return undefined;
+    }
+    return this.sessions.get(key) ?? (await seen.promise);
+  }
+
+  /** The parent session, started if none runs. Undefined (children start on their own) if it cannot start. */
+  private ensureParent(): Promise<vscode.DebugSession | undefined> {
+    if (this.parent) {
+      return Promise.resolve(this.parent);
+    }
+    this.parentStarting ??= (async () => {
+      const seen = this.nextStart((s) => (s.configuration as SleuthAttachConfig).cluster === true);
+      try {
+        const ok = await vscode.debug.startDebugging(this.folder(), { type: DEBUG_TYPE, request: "attach", name: CLUSTER_SESSION_NAME, cluster: true });
+        if (!ok) {
+          seen.dispose();
+          log.warn("The Ray cluster parent session did not start; worker sessions start on their own");
+          return undefined;
+        }
+        return this.parent ?? (await seen.promise);
+      } finally {
+        this.parentStarting = undefined;
+      }
+    })();
+    return this.parentStarting;
+  }
+
+  /** Resolves with the next started session that matches (within 10 s; undefined after). */
+  private nextStart(match: (s: vscode.DebugSession) => boolean): { promise: Promise<vscode.DebugSession | undefined>; dispose(): void } {
+    let sub: vscode.Disposable | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const done = () => {
+      sub?.dispose();
+      if (timer) {
+        clearTimeout(timer);
+      }
+    };
+    const promise = new Promise<vscode.DebugSession | undefined>((resolve) => {
+      sub = this.started.event((s) => {
+        if (match(s)) {
+          done();
+          resolve(s);
+        }
+      });
+      timer = setTimeout(() => {
+        done();
+        resolve(undefined);
+      }, 10_000);
+    });
+    return { promise, dispose: done };
+  }
+
+  private folder(): vscode.WorkspaceFolder | undefined {
+    return vscode.workspace.workspaceFolders?.[0];
+  }
+
+  private sessionStarted(s: vscode.DebugSession): void {
+    if (s.type !== DEBUG_TYPE) {
+      return;
+    }
+    const config = s.configuration as SleuthAttachConfig;
+    if (config.cluster) {
+      this.parent = s;
+    } else {
+      const key = sessionKey(config);
+      if (key) {
+        this.sessions.set(key, s);
+      }
+      log.info(`Debug session "${s.name}" started${s.parentSession ? ` under "${s.parentSession.name}"` : ""}`);
+    }
+    this.started.fire(s);
+  }
+
+  private sessionEnded(s: vscode.DebugSession): void {
+    if (s.type !== DEBUG_TYPE) {
+      return;
+    }
+    if (s === this.parent || s.id === this.parent?.id) {
+      this.parent = undefined;
+      // Stopping the cluster session stops every worker session under it.
+      for (const child of [...this.sessions.values()].filter((c) => c.parentSession?.id === s.id)) {
+        void vscode.debug.stopDebugging(child).then(undefined, (e: unknown) => swallow(`Stopping "${child.name}" failed`, e));
+      }
+      return;
+    }
+    for (const [key, session] of this.sessions) {
+      if (session.id === s.id) {
+        this.sessions.delete(key);
+      }
+    }
+    log.info(`Debug session "${s.name}" ended`);
+    const parent = this.parent;
+    if (parent && s.parentSession?.id === parent.id && ![...this.sessions.values()].some((c) => c.parentSession?.id === parent.id) && this.starting.size === 0) {
+      // The last worker session under the parent ended: the container goes too.
+      this.parent = undefined;
+      void vscode.debug.stopDebugging(parent).then(undefined, (e: unknown) => swallow("Stopping the Ray cluster session failed", e));
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
