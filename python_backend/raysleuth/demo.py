@@ -158,10 +158,12 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
 def _connect_help(sd: Path, broker) -> str:
     return f"""
-Connect VS Code: open the Ray Sleuth view and run "Ray Sleuth: Connect to Broker"
+Connect VS Code: open the Ray Sleuth view and run "Ray Sleuth: Connect to Broker"; click a
+  worker to attach a debugger to it
   (it reads {sd / BROKER_FILE}; or set raySleuth.brokerAddress={broker.http}
   and raySleuth.tokenFile={broker.ready["token_file"]}).
 Terminal:  raysleuth list --state-dir {sd}
+           raysleuth attach --rank 2 --state-dir {sd}
 Your own cluster instead:
   RAYSLEUTH=1 ray start --head            # every worker gets the agent, no code change
   raysleuth broker                        # on the head node
