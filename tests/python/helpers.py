@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -71,3 +72,26 @@ def broker_command(state_dir, address: str) -> list[str]:
 def broker_env() -> dict:
     """The test's environment for a broker child: the broker is never a Ray worker."""
     return {**os.environ, "RAYSLEUTH": "0"}
+
+
+@contextlib.contextmanager
+def local_cluster(prefix: str, num_cpus: int):
+    """A new embedded one-node Ray cluster on loopback in its own temp dir; shut down and removed after."""
+    import shutil
+
+    import ray
+
+    temp = short_temp_dir(prefix)
+    ctx = ray.init(
+        address="local",
+        num_cpus=num_cpus,
+        include_dashboard=True,
+        _temp_dir=temp,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        yield ctx
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)

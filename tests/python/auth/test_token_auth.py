@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import stat
 import subprocess
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import broker_command, broker_env, pin_ray_env, short_temp_dir, wait_until
+from helpers import broker_command, broker_env, local_cluster, pin_ray_env, wait_until
 
 RAY_TOKEN = secrets.token_hex(16)
 pin_ray_env(auth_mode="token")
@@ -29,18 +28,8 @@ from raysleuth.client import BrokerClient  # noqa: E402
 
 @pytest.fixture(scope="module")
 def token_cluster():
-    temp = short_temp_dir("rs-auth-")
-    ctx = ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=True,
-        _temp_dir=temp,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
-    yield ctx
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster("rs-auth-", num_cpus=4) as ctx:
+        yield ctx
 
 
 def test_dashboard_really_requires_ray_token(token_cluster):

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from helpers import pin_ray_env, short_temp_dir
+from helpers import local_cluster, pin_ray_env
 
 from raysleuth.broker.process import start_broker
 from raysleuth.client import BrokerClient
@@ -15,20 +13,8 @@ pin_ray_env(auth_mode="disabled")  # before anything imports ray: it reads these
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    import ray
-
-    temp = short_temp_dir("rs-it-")
-    ctx = ray.init(
-        address="local",
-        num_cpus=8,
-        include_dashboard=True,
-        _temp_dir=temp,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
-    yield ctx
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster("rs-it-", num_cpus=8) as ctx:
+        yield ctx
 
 
 @pytest.fixture(scope="session")
