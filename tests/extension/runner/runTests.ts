@@ -304,8 +304,21 @@ async function uiAttach(browser: Browser, port: number, workspace: string): Prom
     // force: the session-count badge lies over the icon and takes the pointer.
     await page.locator('.activitybar a.action-label[aria-label^="Run and Debug"]').click({ force: true });
     const callStack = page.locator(".debug-call-stack");
-    await callStack.getByText("Ray cluster").first().waitFor({ timeout: 30_000 });
-    await callStack.getByText(label).first().waitFor({ timeout: 30_000 });
+    const parent = callStack.getByText("Ray cluster").first();
+    await parent.waitFor({ timeout: 30_000 });
+    const child = callStack.getByText(label).first();
+    // The parent row may render collapsed: expand it (a click toggles it) until the child shows.
+    for (let tries = 0; ; tries++) {
+      try {
+        await child.waitFor({ timeout: 5_000 });
+        break;
+      } catch (err) {
+        if (tries >= 5) {
+          throw err;
+        }
+        await parent.click();
+      }
+    }
     fs.mkdirSync(OUT_DIR, { recursive: true });
     const shot = path.join(OUT_DIR, "call-stack.png");
     await page.screenshot({ path: shot });
