@@ -132,19 +132,23 @@ class Broker:
                 w["state"] = "paused"
                 w["paused_at"] = link.paused_at
         self._workers = workers
-        if self.state is not None:
-            self.ray_debugger_ports = {
-                sw["worker_id"]: sw["debugger_port"]
-                for sw in self.state.workers
-                if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")
-            }
-            for n in self.state.nodes:
-                if n.get("state") == "ALIVE" and n["node_id"] not in self.relays:
-                    self._start_relay_soon(n["node_id"])
         view = comparable(self._workers)
         if view != self._published:
             self._published = view
             self.hub.publish("workers", self._workers)
+
+    def take_snapshot(self, snap: StateSnapshot) -> None:
+        """A new State API snapshot: Ray's own debugger ports, a relay on every node, the table."""
+        self.state = snap
+        self.ray_debugger_ports = {
+            sw["worker_id"]: sw["debugger_port"]
+            for sw in snap.workers
+            if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")
+        }
+        for n in snap.nodes:
+            if n.get("state") == "ALIVE" and n["node_id"] not in self.relays:
+                self._start_relay_soon(n["node_id"])
+        self.recompute()
 
     # --- debugging: relays, links, leases ----------------------------------------------------
 
@@ -238,8 +242,11 @@ class Broker:
         link.lease = None
         if link.closed.is_set():
             return
+        # With no session (the broker is stopping), there are no session breakpoints to clear,
+        # but a stopped worker must still be let go: pydevd would hold it suspended for ever.
+        sources = session.breakpoint_sources if session is not None else ()
         try:
-            for path in session.breakpoint_sources:
+            for path in sources:
                 await link.request("setBreakpoints", {"source": {"path": path}, "breakpoints": []})
             await link.request("setFunctionBreakpoints", {"breakpoints": []})
             await link.request("setExceptionBreakpoints", {"filters": []})
@@ -313,8 +320,9 @@ class Broker:
         while not self._stop.is_set():
             snap = await self.state_api.snapshot()
             if snap is not None:
-                self.state = snap
-            self.recompute()
+                self.take_snapshot(snap)
+            else:
+                self.recompute()  # agents that went silent still turn stale
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), STATE_POLL_S)
 
@@ -333,8 +341,10 @@ class Broker:
                 "Ray's State API is unreachable (%s): only workers with the agent will be listed",
                 self.state_api.last_error,
             )
-        self.state = first
-        self.recompute()
+        if first is not None:
+            self.take_snapshot(first)
+        else:
+            self.recompute()
 
         runner = web.AppRunner(make_app(self), access_log=None, handle_signals=False)
         await runner.setup()
