@@ -261,40 +261,55 @@ async function runExtensionHostTests(browser: Browser, port: number, workspace: 
   return outcomes;
 }
 
-async function uiSmoke(browser: Browser, port: number, workspace: string): Promise<Outcome> {
-  const title = "UI smoke: the Ray Sleuth view lists the ranked Trainer workers";
+/**
+ * One UI test: a fresh workbench page with the Ray Sleuth view open; `body` does the rest.
+ * Saves `<shot>.png` when it passes and `<shot>-failed.png` when it does not.
+ */
+async function uiTest(
+  browser: Browser,
+  port: number,
+  workspace: string,
+  title: string,
+  shot: string,
+  body: (page: Page) => Promise<void>,
+): Promise<Outcome> {
   const page: Page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  fs.mkdirSync(OUT_DIR, { recursive: true });
   try {
     await page.goto(workbenchUrl(port, workspace, false));
     const icon = page.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]');
     await icon.waitFor({ timeout: 60_000 });
     await icon.click();
-    for (let r = 0; r < 4; r++) {
-      await page.getByText(new RegExp(`^rank ${r} · Trainer · pid \\d+$`)).first().waitFor({ timeout: 30_000 });
-    }
-    await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 10_000 });
-    fs.mkdirSync(OUT_DIR, { recursive: true });
-    const shot = path.join(OUT_DIR, "cluster-view.png");
-    await page.screenshot({ path: shot });
-    say(`screenshot ${shot}`);
+    await body(page);
     return { title, state: "passed" };
   } catch (err) {
-    fs.mkdirSync(OUT_DIR, { recursive: true });
-    await page.screenshot({ path: path.join(OUT_DIR, "cluster-view-failed.png") }).catch(() => undefined);
+    await page.screenshot({ path: path.join(OUT_DIR, `${shot}-failed.png`) }).catch(() => undefined);
     return { title, state: "failed", error: String(err) };
   } finally {
     await page.close();
   }
 }
 
-async function uiAttach(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+async function screenshot(page: Page, shot: string): Promise<void> {
+  const file = path.join(OUT_DIR, `${shot}.png`);
+  await page.screenshot({ path: file });
+  say(`screenshot ${file}`);
+}
+
+function uiSmoke(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+  const title = "UI smoke: the Ray Sleuth view lists the ranked Trainer workers";
+  return uiTest(browser, port, workspace, title, "cluster-view", async (page) => {
+    for (let r = 0; r < 4; r++) {
+      await page.getByText(new RegExp(`^rank ${r} · Trainer · pid \\d+$`)).first().waitFor({ timeout: 30_000 });
+    }
+    await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 10_000 });
+    await screenshot(page, "cluster-view");
+  });
+}
+
+function uiAttach(browser: Browser, port: number, workspace: string): Promise<Outcome> {
   const title = "UI: a click on rank 0 attaches; the Call Stack shows it under the Ray cluster session";
-  const page: Page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  try {
-    await page.goto(workbenchUrl(port, workspace, false));
-    const icon = page.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]');
-    await icon.waitFor({ timeout: 60_000 });
-    await icon.click();
+  return uiTest(browser, port, workspace, title, "call-stack", async (page) => {
     const item = page.getByText(/^rank 0 · Trainer · pid \d+$/).first();
     await item.waitFor({ timeout: 30_000 });
     const label = (await item.textContent()) ?? "";
@@ -319,22 +334,12 @@ async function uiAttach(browser: Browser, port: number, workspace: string): Prom
         await parent.click();
       }
     }
-    fs.mkdirSync(OUT_DIR, { recursive: true });
-    const shot = path.join(OUT_DIR, "call-stack.png");
-    await page.screenshot({ path: shot });
-    say(`screenshot ${shot}`);
+    await screenshot(page, "call-stack");
     // Stop the worker session (the focused one): the worker runs on, the parent ends with it.
-    await callStack.getByText(label).first().click();
+    await child.click();
     await page.keyboard.press("Shift+F5");
-    await callStack.getByText("Ray cluster").first().waitFor({ state: "detached", timeout: 20_000 });
-    return { title, state: "passed" };
-  } catch (err) {
-    fs.mkdirSync(OUT_DIR, { recursive: true });
-    await page.screenshot({ path: path.join(OUT_DIR, "call-stack-failed.png") }).catch(() => undefined);
-    return { title, state: "failed", error: String(err) };
-  } finally {
-    await page.close();
-  }
+    await parent.waitFor({ state: "detached", timeout: 20_000 });
+  });
 }
 
 async function main(): Promise<number> {
