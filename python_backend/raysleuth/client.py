@@ -96,3 +96,21 @@ class BrokerClient:
 
     def nodes(self) -> list[dict]:
         return self.get("/v1/nodes")
+
+    def put(self, path: str, body):
+        return self.request("PUT", path, body)
+
+    def post(self, path: str, body):
+        return self.request("POST", path, body)
+
+    def delete(self, path: str):
+        return self.request("DELETE", path)
+
+    def set_breakpoints(self, path: str, breakpoints: list[dict], root: str | None = None) -> dict:
+        body = {"path": path, "breakpoints": breakpoints}
+        if root:
+            body["root"] = root
+        return self.put("/v1/breakpoints", body)
+
+    def breakpoints(self) -> list[dict]:
+        return self.get("/v1/breakpoints")

@@ -8,3 +8,7 @@ REGISTRY_ACTOR = "raysleuth-registry"
 
 OWN_ACTOR_CLASSES = frozenset({"SleuthRegistry", "NodeRelay"})
 """Actor classes of Ray Sleuth itself: never shown as user workers, never get an agent."""
+
+POINTS_KV_KEY = b"raysleuth/points"
+"""GCS internal-KV key (namespace NAMESPACE) with the cluster's point set: a worker reads it when
+Ray loads code into it, before its agent thread has heard from the registry."""

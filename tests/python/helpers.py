@@ -94,4 +94,5 @@ def local_cluster(prefix: str, num_cpus: int):
         yield ctx
     finally:
         ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        if os.environ.get("RAYSLEUTH_KEEP_TEST_TEMP") != "1":  # keep the logs to look into a failure
+            shutil.rmtree(temp, ignore_errors=True)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 RAY_HOOK = "ray.util.rpdb.set_trace"
 OUR_HOOK = "raysleuth.agent.breakpoint.set_trace"
 
 paused_at: dict | None = None
 """{path, line, reason} while this worker waits in breakpoint(), for the worker table."""
+
+paused_thread: int | None = None
+"""Ident of the thread that is paused (for evaluate on all paused ranks)."""
 
 
 def install() -> None:
@@ -25,7 +29,7 @@ def install() -> None:
 
 
 def set_trace(breakpoint_uuid=None):
-    global paused_at
+    global paused_at, paused_thread
     import ray.util.debugpy as ray_debugpy
 
     from raysleuth import agent
@@ -35,6 +39,7 @@ def set_trace(breakpoint_uuid=None):
     try:
         commands.open_listener()
         paused_at = {"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"}
+        paused_thread = threading.get_ident()
         a = agent.get_agent()
         if a is not None:
             a.poke()
@@ -45,6 +50,7 @@ def set_trace(breakpoint_uuid=None):
         return ray_debugpy.set_trace(breakpoint_uuid)
     finally:
         paused_at = None
+        paused_thread = None
         a = agent.get_agent()
         if a is not None:
             a.poke()

@@ -38,6 +38,19 @@ def _ray_worker():
     return getattr(mod, "global_worker", None) if mod else None
 
 
+def _points_from_kv() -> dict | None:
+    """The point set the broker left in Ray's internal KV, or None (no broker, or unreadable)."""
+    try:
+        import json
+
+        from ray.experimental import internal_kv
+
+        raw = internal_kv._internal_kv_get(names.POINTS_KV_KEY, namespace=names.NAMESPACE)
+        return json.loads(raw) if raw else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def ray_connected() -> bool:
     w = _ray_worker()
     return bool(w is not None and getattr(w, "connected", False))
@@ -59,6 +72,19 @@ class Agent:
         """Last `raysleuth.event()` records of this worker, newest last."""
         self.disabled = False
         self._started = time.monotonic()
+        self.points: list[dict] = []
+        """The cluster's breakpoints, logpoints and snapshot points (specs from the registry)."""
+        self.bp_version = ""
+        self.trigger = None
+        """The light trigger (agent/trigger.py), created when the first point arrives."""
+        self._arm_key: tuple | None = None
+        self._rearm = False
+        self._synced = threading.Event()
+        """Set once the first heartbeat was answered (or no broker runs): code Ray loads after
+        that is armed before it runs."""
+        self.emit_dropped = 0
+        self._arm_lock = threading.RLock()
+        self._pending_emits: collections.deque = collections.deque(maxlen=500)
 
     @property
     def log(self):
@@ -95,11 +121,41 @@ class Agent:
         except Exception:  # noqa: BLE001
             self.log.exception("poke failed")
 
+    def emit(self, kind: str, payload: dict) -> None:
+        """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
+        payload = dict(payload, rank=rank_mod.resolve_rank().rank, pid=os.getpid())
+        registry = self._registry
+        if registry is None or self._static is None:
+            # Armed from Ray's KV before the agent thread found the registry: send them then.
+            if len(self._pending_emits) == self._pending_emits.maxlen:
+                self.emit_dropped += 1
+            self._pending_emits.append((kind, payload))
+            return
+        try:
+            registry.emit.remote(self._static["id"], kind, payload)
+        except Exception:  # noqa: BLE001
+            self.emit_dropped += 1
+
+    def _flush_emits(self) -> None:
+        while self._pending_emits and self._registry is not None:
+            kind, payload = self._pending_emits.popleft()
+            try:
+                self._registry.emit.remote(self._static["id"], kind, payload)
+            except Exception:  # noqa: BLE001
+                self.emit_dropped += 1
+
+    def rearm_soon(self) -> None:
+        """A point ruled itself out (rank known now): arm again at the next heartbeat."""
+        self._rearm = True
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
 
     def _run(self, wait_for_connect: bool) -> None:
+        me = threading.current_thread()
+        me.pydev_do_not_trace = True  # debugpy must never trace or suspend the agent thread
+        me.is_pydev_daemon_thread = True  # nor list it among the program's threads
         try:
             if wait_for_connect and not self._wait_connected():
                 return
@@ -110,10 +166,14 @@ class Agent:
             self._loop()
         except Exception:  # noqa: BLE001 - the agent must never take the worker down
             self.log.exception("agent thread failed; the worker runs on without it")
+        finally:
+            self._synced.set()  # nothing may wait for an agent that is gone
 
     def _wait_connected(self) -> bool:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while not ray_connected():
+            if "ray._private.function_manager" in sys.modules:
+                self._install_loadhook()  # before the first class loads, if we can
             if time.monotonic() > deadline or self._stop.is_set():
                 self.log.warning("Ray never connected in pid %s; agent not started", os.getpid())
                 return False
@@ -141,7 +201,15 @@ class Agent:
             from raysleuth.agent import breakpoint as bp
 
             bp.install()
+            self._install_loadhook()
         return True
+
+    def _install_loadhook(self) -> None:
+        if self.source == "api":
+            return  # raysleuth.init() in a driver: it runs no remote code
+        from raysleuth.agent import loadhook
+
+        loadhook.install(self)
 
     def _actor_identity(self) -> dict:
         """Actor id/class/name; known only once the actor's creation task runs, then fixed."""
@@ -165,6 +233,13 @@ class Agent:
             self._actor = actor
         return actor
 
+    def identity(self) -> dict:
+        """What a rank scope is matched against: node, actor and the rank as known now."""
+        info = dict(self._static or {})
+        info.update(self._actor_identity())
+        info["rank"] = rank_mod.resolve_rank().rank
+        return info
+
     def report(self) -> dict:
         """What the registry learns about this worker now."""
         import ray
@@ -183,6 +258,11 @@ class Agent:
             info["state"] = "paused"
             info["paused_at"] = dict(bp.paused_at)
         info["agent_source"] = self.source
+        info["bp_version"] = self.bp_version
+        t = self.trigger
+        info["armed"] = sorted(t.armed) if t is not None else []
+        if t is not None and t.backend is not None:
+            info["trigger"] = t.backend.name
         try:
             info["cwd"] = os.getcwd()  # a runtime_env working_dir is unpacked here: for path mapping
         except OSError:
@@ -231,18 +311,108 @@ class Agent:
             if self.disabled:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return
-            if self._actor is None and time.monotonic() - self._started < EARLY_S:
+            if not self._synced.is_set():
+                wait = 0.0  # the first heartbeat answers at once: Ray's first load waits for it
+            elif self._actor is None and time.monotonic() - self._started < EARLY_S:
                 wait = EARLY_HEARTBEAT_S  # an actor's identity arrives just after start-up
             else:
                 wait = HEARTBEAT_S
             # One call is both the heartbeat and a long poll for commands.
             commands = self._call("heartbeat", info, wait)
             if commands is None:
+                self._synced.set()  # no broker: nothing to arm; Ray's loads must not wait
+                trig = sys.modules.get("raysleuth.agent.trigger")
+                if trig is not None and trig.resume_waiting():  # watchdog: nobody can attach now
+                    self.log.warning("%s: the broker is gone; a thread waiting for a debugger runs on", self)
                 self._wake.wait(LOOKUP_RETRY_S)
                 self._wake.clear()
                 continue
             for command in commands:
-                self._run_command(command)
+                if command.get("op") == "breakpoints":
+                    self.points = list(command.get("points") or [])
+                    self.bp_version = command.get("version", "")
+                    self._rearm = True
+                else:
+                    self._run_command(command)
+            self._arm_if_needed()
+            self._synced.set()
+            self._flush_emits()
+
+    # --- arming -----------------------------------------------------------------------------
+
+    def _arm_if_needed(self) -> None:
+        """Arm the points again when they changed, or the worker's rank or actor became known."""
+        if not self.points and self.trigger is None:
+            return
+        with self._arm_lock:
+            changed = self._arm_locked()
+        if changed:
+            self.poke()
+
+    def _arm_locked(self) -> bool:
+        ident = self.identity()
+        key = (ident.get("rank"), ident.get("actor_class"), ident.get("actor_name"))
+        if not self._rearm and key == self._arm_key:
+            if self.trigger is not None and self.trigger.points:
+                return self._arm_new_modules()
+            return False
+        self._rearm = False
+        self._arm_key = key
+        try:
+            if self.trigger is None:
+                from raysleuth.agent.trigger import Trigger
+
+                self.trigger = Trigger(self)
+            self.trigger.update(self.points, ident)
+            self.log.info(
+                "%s armed %d of %d points (scan %.1f ms)",
+                self,
+                len(self.trigger.armed),
+                len(self.points),
+                self.trigger.scan_ms,
+            )
+        except Exception:  # noqa: BLE001
+            self.log.exception("arming failed")
+        return True
+
+    def _arm_new_modules(self) -> bool:
+        """Modules imported since the last look whose file has a point not armed yet."""
+        t = self.trigger
+        missing = [p for p in t.points if p.id not in t.armed]
+        changed = False
+        if not missing:
+            return changed
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if f and f not in t.scanned_modules and any(p.matches_file(f) for p in missing):
+                t.scanned_modules.add(f)
+                changed = t.code_loaded(mod) or changed
+        return changed
+
+    def code_loaded(self, obj) -> None:
+        """Ray loaded a class or function (loadhook): arm it before it runs.
+
+        The agent thread may not have heard from the registry yet (a worker just started, or one
+        Ray's pool started before the broker): the set is read from Ray's internal KV here. This
+        thread must not wait for the agent thread: looking up the registry's handle needs Ray's
+        function manager, which is busy loading this very class.
+        """
+        if self.disabled:
+            return
+        if self._static is None:
+            if not ray_connected():
+                return
+            self._identify()  # the agent thread has not got that far yet
+        data = _points_from_kv()  # one GCS read, in this thread: no actor handle needed
+        if data is not None and data.get("version") != self.bp_version:
+            self.points = list(data.get("points") or [])
+            self.bp_version = data.get("version") or ""
+            self._rearm = True
+            self._arm_if_needed()  # arms the class just loaded too (a full scan)
+            return
+        t = self.trigger
+        if t is not None and t.points and t.code_loaded(obj):
+            self.poke()
 
     def _run_command(self, command: dict) -> None:
         from raysleuth.agent import commands

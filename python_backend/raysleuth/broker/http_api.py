@@ -13,7 +13,7 @@ from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.events import format_sse
-from raysleuth.errors import NotFound, SleuthError
+from raysleuth.errors import BadRequest, NotFound, SleuthError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,72 @@ def make_app(broker) -> web.Application:
             broker.hub.unsubscribe(queue)
         return resp
 
+    async def body_of(request: web.Request) -> dict:
+        try:
+            body = await request.json()
+        except Exception:  # noqa: BLE001 - any unparsable body is the client's error
+            raise BadRequest(
+                "The body is not JSON.", "Send a JSON object with Content-Type: application/json."
+            ) from None
+        if not isinstance(body, dict):
+            raise BadRequest("The body must be a JSON object.", 'Send {"...": ...}.')
+        return body
+
+    async def get_breakpoints(request: web.Request) -> web.Response:
+        return web.json_response(broker.breakpoint_listing())
+
+    async def put_breakpoints(request: web.Request) -> web.Response:
+        return web.json_response(await broker.put_breakpoints(await body_of(request)))
+
+    async def delete_breakpoints(request: web.Request) -> web.Response:
+        broker.points.clear()
+        await broker.push_points()
+        return web.json_response({"ok": True})
+
+    async def post_evaluate(request: web.Request) -> web.Response:
+        return web.json_response(await broker.evaluate(await body_of(request)))
+
+    async def post_continue(request: web.Request) -> web.Response:
+        return web.json_response(await broker.continue_paused(await body_of(request)))
+
+    async def post_pause(request: web.Request) -> web.Response:
+        return web.json_response(await broker.pause(await body_of(request)))
+
+    async def post_snapshot(request: web.Request) -> web.Response:
+        snap = broker.points.add_snapshot(await body_of(request))
+        await broker.push_points()
+        return web.json_response({"id": snap["id"]})
+
+    async def get_snapshots(request: web.Request) -> web.Response:
+        return web.json_response(broker.snapshot_listing())
+
+    async def get_snapshot(request: web.Request) -> web.Response:
+        return web.json_response(broker.points.snapshot(request.match_info["id"])["_rows"])
+
+    async def delete_snapshot(request: web.Request) -> web.Response:
+        broker.points.remove_snapshot(request.match_info["id"])
+        await broker.push_points()
+        return web.json_response({"ok": True})
+
+    async def get_logs(request: web.Request) -> web.Response:
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            raise BadRequest("'since' must be an integer", "Pass the last seq you saw: ?since=42.") from None
+        return web.json_response([r for r in broker.logs if r["seq"] > since])
+
     app = web.Application(middlewares=[errors_and_auth])
+    app.router.add_get("/v1/breakpoints", get_breakpoints)
+    app.router.add_put("/v1/breakpoints", put_breakpoints)
+    app.router.add_delete("/v1/breakpoints", delete_breakpoints)
+    app.router.add_post("/v1/evaluate", post_evaluate)
+    app.router.add_post("/v1/continue", post_continue)
+    app.router.add_post("/v1/pause", post_pause)
+    app.router.add_post("/v1/snapshots", post_snapshot)
+    app.router.add_get("/v1/snapshots", get_snapshots)
+    app.router.add_get("/v1/snapshots/{id}", get_snapshot)
+    app.router.add_delete("/v1/snapshots/{id}", delete_snapshot)
+    app.router.add_get("/v1/logs", get_logs)
     app.router.add_get("/v1/workers", get_workers)
     app.router.add_get("/v1/workers/{id}", get_worker)
     app.router.add_get("/v1/nodes", get_nodes)

@@ -7,7 +7,9 @@ latest report per worker and lets the broker long-poll for changes; it never blo
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
+import uuid
 
 import ray
 
@@ -22,6 +24,13 @@ class SleuthRegistry:
         self._command_ready: dict[str, asyncio.Event] = {}
         self._results: dict[int, asyncio.Future] = {}
         self._next_command = 0
+        self._points: list[dict] = []
+        self._points_version = f"{uuid.uuid4().hex[:8]}:0"
+        """Changes with every new set; the epoch part tells a restarted registry's sets apart."""
+        self._points_n = 0
+        self._emitted: collections.deque = collections.deque(maxlen=20_000)
+        self._emit_seq = 0
+        self._emit_event = asyncio.Event()
 
     def _bump(self) -> None:
         self._version += 1
@@ -59,9 +68,51 @@ class SleuthRegistry:
     # --- commands to agents: the broker waits for the result, the agent long-polls -----------
 
     async def heartbeat(self, info: dict, wait: float) -> list[dict]:
-        """An agent's report, then its pending commands (waiting up to `wait` s for one)."""
+        """An agent's report, then its pending commands (waiting up to `wait` s for one).
+
+        A new set of cluster points reaches the agent as a first command `breakpoints`.
+        """
         await self.report(info)
-        return await self.poll_commands(info["id"], wait)
+        if self._points_stale(info):
+            return [self._points_command(), *self._commands.pop(info["id"], [])]
+        commands = await self.poll_commands(info["id"], wait)
+        if self._points_stale(info):
+            commands.insert(0, self._points_command())
+        return commands
+
+    def _points_stale(self, info: dict) -> bool:
+        have = info.get("bp_version") or ""
+        return have != self._points_version and bool(self._points or have)
+
+    def _points_command(self) -> dict:
+        return {"op": "breakpoints", "version": self._points_version, "points": self._points}
+
+    async def set_points(self, points: list[dict]) -> str:
+        """The cluster's breakpoints, logpoints and snapshot points, for every agent, now."""
+        self._points = list(points)
+        self._points_n += 1
+        self._points_version = self._points_version.split(":")[0] + f":{self._points_n}"
+        for ev in self._command_ready.values():
+            ev.set()  # wake every long-polling agent: it gets the set within a round trip
+        return self._points_version
+
+    async def emit(self, worker_id: str, kind: str, payload: dict) -> None:
+        """A logpoint line or a snapshot row from an agent (fire and forget)."""
+        self._emit_seq += 1
+        self._emitted.append({"seq": self._emit_seq, "worker": worker_id, "kind": kind, "data": payload})
+        self._emit_event.set()
+        self._emit_event = asyncio.Event()
+
+    async def emitted(self, since: int, timeout: float) -> dict:
+        """Emitted items after `since` (long poll); `lost` counts what the ring buffer dropped."""
+        if self._emit_seq <= since:
+            try:
+                await asyncio.wait_for(self._emit_event.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        items = [x for x in self._emitted if x["seq"] > since]
+        first = items[0]["seq"] if items else self._emit_seq + 1
+        return {"seq": self._emit_seq, "items": items, "lost": max(0, first - since - 1) if since >= 0 else 0}
 
     async def poll_commands(self, worker_id: str, wait: float) -> list[dict]:
         if not self._commands.get(worker_id):

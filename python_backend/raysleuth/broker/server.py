@@ -7,6 +7,7 @@ Its stdout carries exactly one line, the ready JSON; everything else goes to std
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -21,9 +22,10 @@ from aiohttp import web
 from raysleuth import __version__, names
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.events import EventHub
+from raysleuth.broker.points import ClusterPoints, public
 from raysleuth.broker.state_api import StateApiClient
 from raysleuth.broker.workers import StateSnapshot, comparable, merge_nodes, merge_workers
-from raysleuth.errors import SleuthError
+from raysleuth.errors import BadRequest, SleuthError
 from raysleuth.paths import BROKER_FILE
 
 log = logging.getLogger("raysleuth.broker")
@@ -95,6 +97,11 @@ class Broker:
         self._relay_starting: dict[str, asyncio.Task] = {}
         self.ray_debugger_ports: dict[str, int] = {}
         """Worker id → port of a debugpy listener Ray's own breakpoint() opened (State API)."""
+        self.points = ClusterPoints(state_dir)
+        self._published_points: list | None = None
+        self.logs: collections.deque = collections.deque(maxlen=5000)
+        """Logpoint lines, oldest first, each with a `seq`."""
+        self._log_seq = 0
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
@@ -136,6 +143,195 @@ class Broker:
         if view != self._published:
             self._published = view
             self.hub.publish("workers", self._workers)
+        self._publish_points()
+
+    # --- cluster breakpoints ----------------------------------------------------------------
+
+    def armed_counts(self) -> collections.Counter:
+        """Point id → number of live workers that have it armed now (from their reports)."""
+        live = {w["id"] for w in self._workers if w["state"] not in ("exited", "crashed")}
+        counts: collections.Counter = collections.Counter()
+        for rep in self.reports:
+            if rep.get("id") in live and rep.get("goodbye") is None:
+                counts.update(rep.get("armed") or ())
+        return counts
+
+    def breakpoint_listing(self) -> list[dict]:
+        counts = self.armed_counts()
+        return [public(p, counts.get(p["id"], 0)) for p in self.points.breakpoints()]
+
+    def snapshot_listing(self) -> list[dict]:
+        counts = self.armed_counts()
+        return [dict(s, armed=counts.get(s["id"], 0)) for s in self.points.snapshot_listing()]
+
+    def _publish_points(self) -> None:
+        listing = self.breakpoint_listing()
+        if listing != self._published_points:
+            self._published_points = listing
+            self.hub.publish("breakpoints", listing)
+
+    async def push_points(self) -> None:
+        """Hand the current set to the registry: every agent gets it with its next heartbeat."""
+        specs = self.points.agent_specs()
+        if self.registry is not None:
+            version = await self.registry.set_points.remote(specs)
+            await asyncio.to_thread(_kv_put_points, {"version": version, "points": specs})
+        self._publish_points()
+
+    async def put_breakpoints(self, body: dict) -> dict:
+        parsed = self.points.put_file(body)
+        await self.push_points()
+        counts = self.armed_counts()
+        return {
+            "path": parsed[0]["path"] if parsed else body.get("path"),
+            "breakpoints": [public(p, counts.get(p["id"], 0)) for p in parsed],
+        }
+
+    def select_workers(self, body: dict, states: tuple[str, ...]) -> list[dict]:
+        """Live workers in `states`, narrowed by `ranks` and/or `workers` (ids or id prefixes)."""
+        ranks = body.get("ranks")
+        ids = body.get("workers")
+        if ranks is not None and (not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks)):
+            raise BadRequest(f"'ranks' must be a list of integers, not {ranks!r}", 'Send "ranks": [0, 3].')
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
+            raise BadRequest("'workers' must be a list of worker ids", 'Send "workers": ["3f2a..."].')
+        out = []
+        for w in self._workers:
+            if w["state"] not in states or w.get("driver"):
+                continue
+            if ranks is not None and w.get("rank") not in ranks:
+                continue
+            if ids is not None and not any(w["id"].startswith(i) for i in ids):
+                continue
+            out.append(w)
+        return out
+
+    async def evaluate(self, body: dict) -> list[dict]:
+        expr = body.get("expression") if isinstance(body, dict) else None
+        if not isinstance(expr, str) or not expr.strip():
+            raise BadRequest("'expression' is missing", 'Send {"expression": "loss", "ranks": [0, 1]}.')
+        try:
+            compile(expr, "<evaluate>", "eval")
+        except SyntaxError as exc:
+            raise BadRequest(
+                f"{expr!r} is not a Python expression: {exc.msg}", "Send one expression."
+            ) from None
+        workers = [w for w in self.select_workers(body, ("paused",)) if w.get("agent")]
+
+        async def one(w: dict) -> dict:
+            res = await self.registry.command.remote(w["id"], {"op": "evaluate", "expression": expr}, 15.0)
+            row = {"rank": w.get("rank"), "worker": w["id"], "pid": w.get("pid")}
+            if res.get("ok") and "value" in res:
+                row.update(value=res["value"], type=res.get("type"))
+            else:
+                row["error"] = res.get("error") or "no answer"
+            if res.get("path"):
+                row["at"] = {"path": res["path"], "line": res.get("line")}
+            return row
+
+        rows = await asyncio.gather(*(one(w) for w in workers))
+        return sorted(
+            rows, key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"] or 0)
+        )
+
+    async def continue_paused(self, body: dict) -> dict:
+        """Let paused workers run: through the debugger link where there is one, else the agent."""
+        done, skipped = [], []
+        for w in self.select_workers(body, ("paused",)):
+            link = self.links.get(w["id"])
+            try:
+                if link is not None and link.stopped:
+                    for tid in list(link.stopped):
+                        await link.request("continue", {"threadId": tid})
+                    done.append(w["id"])
+                    continue
+                res = await self.registry.command.remote(w["id"], {"op": "resume"}, 10.0)
+                if res.get("resumed"):
+                    done.append(w["id"])
+                else:
+                    skipped.append(
+                        {
+                            "worker": w["id"],
+                            "reason": res.get("error")
+                            or "paused in breakpoint(), waiting for a debugger: attach to continue it",
+                        }
+                    )
+            except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
+                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+        return {"continued": done, "skipped": skipped}
+
+    async def pause(self, body: dict) -> dict:
+        """Pause running workers in the debugger (they show as paused; attach to see where)."""
+        done, skipped = [], []
+        for w in self.select_workers(body, ("running", "idle")):
+            if not w.get("agent"):
+                skipped.append({"worker": w["id"], "reason": "no Ray Sleuth agent in this worker"})
+                continue
+            try:
+                link = await self.lease_link(w, None)
+                threads = (await link.request("threads")).get("body", {}).get("threads") or []
+                main = next(
+                    (t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None
+                )
+                if main is None:
+                    raise SleuthError("debugpy lists no threads", "The worker may be exiting.")
+                await link.request("pause", {"threadId": main["id"]})
+                done.append(w["id"])
+            except Exception as exc:  # noqa: BLE001
+                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+        return {"paused": done, "skipped": skipped}
+
+    def _on_emitted(self, item: dict) -> None:
+        w = next((x for x in self._workers if x["id"] == item.get("worker")), {})
+        data = item.get("data") or {}
+        rank = data.get("rank") if data.get("rank") is not None else w.get("rank")
+        who = {"rank": rank, "worker": item.get("worker"), "pid": data.get("pid") or w.get("pid")}
+        if item.get("kind") == "log":
+            self._log_seq += 1
+            rec = dict(
+                who,
+                seq=self._log_seq,
+                **{k: data.get(k) for k in ("path", "line", "message", "time", "point")},
+            )
+            if data.get("error"):
+                rec["error"] = True
+            self.logs.append(rec)
+            self.hub.publish("log", rec)
+        elif item.get("kind") == "snapshot":
+            row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
+            if self.points.add_row(data.get("id"), row):
+                self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
+
+    async def _watch_emitted(self) -> None:
+        seq = -1
+        while not self._stop.is_set():
+            try:
+                res = await self.registry.emitted.remote(seq, CHANGES_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - _watch_registry restarts the actor
+                log.info("emitted: %s", exc)
+                await asyncio.sleep(1.0)
+                seq = -1
+                continue
+            if seq == -1:
+                items = []  # a fresh start: what was emitted before this broker is not news
+            else:
+                items = res["items"]
+                if res.get("lost"):
+                    log.warning("%d logpoint lines or snapshot rows were dropped", res["lost"])
+            seq = res["seq"]
+            for item in items:
+                try:
+                    self._on_emitted(item)
+                except Exception:  # noqa: BLE001
+                    log.exception("bad emitted item")
+
+    async def resume_all_waiting(self) -> None:
+        """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""
+        waiting = [w for w in self._workers if w["state"] == "paused" and w.get("agent")]
+        await asyncio.gather(
+            *(self.registry.command.remote(w["id"], {"op": "resume"}, 2.0) for w in waiting),
+            return_exceptions=True,
+        )
 
     def take_snapshot(self, snap: StateSnapshot) -> None:
         """A new State API snapshot: Ray's own debugger ports, a relay on every node, the table."""
@@ -310,6 +506,7 @@ class Broker:
                 await asyncio.sleep(1.0)
                 with contextlib.suppress(Exception):
                     await self.start_registry()
+                    await self.push_points()
                 version = -1
                 continue
             version = res["version"]
@@ -335,6 +532,7 @@ class Broker:
         self.ray_context = await asyncio.to_thread(connect_ray, self.address)
         self.state_api = StateApiClient(self.ray_context.dashboard_url)
         await self.start_registry()
+        await self.push_points()
         first = await self.state_api.snapshot()
         if first is None:
             log.warning(
@@ -359,7 +557,11 @@ class Broker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
-        tasks = [asyncio.create_task(self._watch_registry()), asyncio.create_task(self._watch_state())]
+        tasks = [
+            asyncio.create_task(self._watch_registry()),
+            asyncio.create_task(self._watch_state()),
+            asyncio.create_task(self._watch_emitted()),
+        ]
 
         ready = {
             "ready": True,
@@ -380,6 +582,8 @@ class Broker:
         finally:
             log.info("%s stopping", self)
             _remove_if_ours(broker_file)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.resume_all_waiting(), 3)
             for link in list(self.links.values()):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self.release_link(link, link.lease), 2)
@@ -394,11 +598,27 @@ class Broker:
     def _stop_ray(self) -> None:
         import ray
 
+        _kv_put_points(None)  # no broker, no points: a worker starting now arms nothing
         with contextlib.suppress(Exception):
             if self.registry is not None:
                 ray.kill(self.registry)
         with contextlib.suppress(Exception):
             ray.shutdown()
+
+
+def _kv_put_points(data: dict | None) -> None:
+    """Leave the point set in Ray's internal KV for workers whose agent has not synced yet."""
+    from ray.experimental import internal_kv
+
+    try:
+        if data is None:
+            internal_kv._internal_kv_del(names.POINTS_KV_KEY, namespace=names.NAMESPACE)
+        else:
+            internal_kv._internal_kv_put(
+                names.POINTS_KV_KEY, json.dumps(data), overwrite=True, namespace=names.NAMESPACE
+            )
+    except Exception as exc:  # noqa: BLE001 - the registry still delivers the set
+        log.warning("writing the point set to Ray's KV failed: %s", exc)
 
 
 def _refuse_second_broker() -> None:

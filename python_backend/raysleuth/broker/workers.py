@@ -39,8 +39,10 @@ WORKER_FIELDS = (
     "python",
     "last_seen",
     "cwd",
+    "armed",
 )
-"""The contract's fields of a worker object, in order (`cwd` extends it, for path mapping)."""
+"""The contract's fields of a worker object, in order (`cwd` extends it, for path mapping;
+`armed` lists the ids of cluster points armed in the worker now)."""
 
 
 @dataclass
@@ -57,7 +59,7 @@ class StateSnapshot:
 
 def _blank(worker_id: str) -> dict:
     w = dict.fromkeys(WORKER_FIELDS)
-    w.update(id=worker_id, gpu_ids=[], agent=False, state="idle")
+    w.update(id=worker_id, gpu_ids=[], agent=False, state="idle", armed=[])
     return w
 
 
@@ -138,6 +140,7 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             "gpu_ids",
             "python",
             "cwd",
+            "armed",
         ):
             if rep.get(key) is not None:
                 w[key] = rep[key]

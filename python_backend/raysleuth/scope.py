@@ -1,0 +1,161 @@
+"""Rank scopes of cluster breakpoints: `[rank 0,2-3]`, `[node 3f2a]`, `[actor Learner]`.
+
+A condition may start with one or more scopes (all must hold), followed by an ordinary Python
+condition. The broker parses and validates them; the agent matches them against its worker.
+Loaded in every armed worker: standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from raysleuth.errors import BadRequest
+
+_SCOPE = re.compile(r"\s*\[\s*([A-Za-z_]+)\s*([^\]]*)\]")
+KINDS = {
+    "rank": "rank",
+    "ranks": "rank",
+    "node": "node",
+    "nodes": "node",
+    "actor": "actor",
+    "actors": "actor",
+}
+MAX_RANK = 1 << 20
+
+
+class Scope(NamedTuple):
+    ranks: frozenset | None = None
+    """Ranks that match; None: any rank."""
+    nodes: tuple = ()
+    """Node-id prefixes or node IPs; empty: any node."""
+    actors: tuple = ()
+    """Actor class names or actor names; empty: any actor or task."""
+
+    def is_all(self) -> bool:
+        return self.ranks is None and not self.nodes and not self.actors
+
+    def text(self) -> str | None:
+        """The scope as written in a condition, without brackets: `rank 0,2-3`; None for all."""
+        parts = []
+        if self.ranks is not None:
+            parts.append("rank " + format_ranks(self.ranks))
+        if self.nodes:
+            parts.append("node " + ",".join(self.nodes))
+        if self.actors:
+            parts.append("actor " + ",".join(self.actors))
+        return "; ".join(parts) if parts else None
+
+    def to_json(self) -> dict:
+        return {
+            "ranks": sorted(self.ranks) if self.ranks is not None else None,
+            "nodes": list(self.nodes),
+            "actors": list(self.actors),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Scope:
+        data = data or {}
+        ranks = data.get("ranks")
+        return cls(
+            frozenset(ranks) if ranks is not None else None,
+            tuple(data.get("nodes") or ()),
+            tuple(data.get("actors") or ()),
+        )
+
+    def match(self, worker: dict) -> bool | None:
+        """True or False for this worker; None while its rank is unknown and could still match."""
+        if self.nodes:
+            node_id = str(worker.get("node_id") or "")
+            node_ip = str(worker.get("node_ip") or "")
+            if not any(node_id.startswith(n) or node_ip == n for n in self.nodes):
+                return False
+        if self.actors:
+            names = {worker.get("actor_class"), worker.get("actor_name")}
+            if not names.intersection(self.actors):
+                return False
+        if self.ranks is not None:
+            rank = worker.get("rank")
+            if rank is None:
+                return None
+            return rank in self.ranks
+        return True
+
+
+def parse_ranks(text: str) -> frozenset:
+    """`0,2-3` → {0, 2, 3}."""
+    out: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise BadRequest(
+                f"{text!r} is not a list of ranks", "Write ranks like 0 or 0,2-3 (numbers and ranges)."
+            ) from None
+        if a < 0 or b < a or b - a > MAX_RANK:
+            raise BadRequest(f"rank range {part!r} is empty or negative", "Write a range low-high, like 2-5.")
+        out.update(range(a, b + 1))
+    if not out:
+        raise BadRequest(f"{text!r} names no rank", "Write ranks like 0 or 0,2-3.")
+    return frozenset(out)
+
+
+def format_ranks(ranks) -> str:
+    """{0, 2, 3} → `0,2-3`."""
+    items = sorted(ranks)
+    runs: list[str] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        runs.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def split_condition(condition: str | None) -> tuple[Scope, str | None]:
+    """`[rank 0] step % 100 == 0` → (Scope(ranks={0}), "step % 100 == 0")."""
+    text = condition or ""
+    ranks: frozenset | None = None
+    nodes: list[str] = []
+    actors: list[str] = []
+    pos = 0
+    while True:
+        m = _SCOPE.match(text, pos)
+        if m is None:
+            break
+        kind = KINDS.get(m.group(1).lower())
+        if kind is None:
+            raise BadRequest(
+                f"unknown scope [{m.group(1)} …] in condition {condition!r}",
+                "A scope is [rank 0,2-3], [node <id prefix or IP>] or [actor <class or name>].",
+            )
+        arg = m.group(2).strip()
+        if not arg:
+            raise BadRequest(f"scope [{m.group(1)}] names nothing", f"Write it like [{kind} …] with a value.")
+        if kind == "rank":
+            r = parse_ranks(arg)
+            ranks = r if ranks is None else ranks & r
+        elif kind == "node":
+            nodes.extend(x.strip() for x in arg.split(",") if x.strip())
+        else:
+            actors.extend(x.strip() for x in arg.split(",") if x.strip())
+        pos = m.end()
+    rest = text[pos:].strip() or None
+    return Scope(ranks, tuple(nodes), tuple(actors)), rest
+
+
+def with_ranks(scope: Scope, ranks) -> Scope:
+    """Narrow a scope by a breakpoint's `ranks` field (absent: unchanged)."""
+    if ranks is None:
+        return scope
+    try:
+        r = frozenset(int(x) for x in ranks)
+    except (TypeError, ValueError):
+        raise BadRequest(f"ranks {ranks!r} is not a list of integers", 'Send "ranks": [0, 3].') from None
+    return scope._replace(ranks=r if scope.ranks is None else scope.ranks & r)

@@ -1,0 +1,205 @@
+"""Cluster breakpoints: set once through the broker, armed in every matching worker by the agent's
+light trigger, for real (real Ray workers, real debugpy, the real broker and DAP front door)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import cluster_bp
+import pytest
+import ray
+from helpers import FIXTURES, dap_address, marker_line, wait_until
+
+from raysleuth.dap.client import open_session
+from raysleuth.errors import SleuthError
+
+JOB = str(FIXTURES / "cluster_bp.py")
+LINE = marker_line(JOB, "cbp-line")
+NEXT = marker_line(JOB, "cbp-next")
+RANKS = 4
+EXPECTED = [[(r * 10 + s) * 2 for s in range(3)] for r in range(RANKS)]
+
+
+@pytest.fixture
+def clean_points(client):
+    client.delete("/v1/breakpoints")
+    yield
+    client.delete("/v1/breakpoints")
+    for s in client.get("/v1/snapshots"):
+        client.delete(f"/v1/snapshots/{s['id']}")
+
+
+@pytest.fixture
+def ranked(ray_cluster, client, clean_points):
+    cls = ray.remote(num_cpus=0)(cluster_bp.Ranked)
+    actors = [cls.remote(r, RANKS) for r in range(RANKS)]
+    pids = ray.get([a.pid.remote() for a in actors])
+    wait_until(
+        lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == RANKS,
+        timeout=15,
+        message="4 ranked workers listed",
+    )
+    yield actors, pids
+    client.post("/v1/continue", {})
+    for a in actors:
+        ray.kill(a)
+
+
+def armed(client, line=LINE) -> int:
+    return sum(b["armed"] for b in client.breakpoints() if b["line"] == line)
+
+
+def by_pid(client, pid):
+    return next(w for w in client.workers() if w["pid"] == pid)
+
+
+def paused_pids(client, pids):
+    return {w["pid"] for w in client.workers() if w["pid"] in pids and w["state"] == "paused"}
+
+
+def test_rank_scope_stops_only_that_rank(client, ranked):
+    actors, pids = ranked
+    res = client.set_breakpoints(JOB, [{"line": LINE, "condition": "[rank 2] step == 1"}])
+    assert res["breakpoints"][0]["scope"] == "rank 2"
+    wait_until(lambda: armed(client) == 1, 10, message="armed in exactly the one worker of rank 2")
+    refs = [a.work.remote(3) for a in actors]
+    others = [refs[r] for r in (0, 1, 3)]
+    assert ray.get(others, timeout=30) == [EXPECTED[r] for r in (0, 1, 3)]
+    w = wait_until(lambda: by_pid(client, pids[2])["state"] == "paused" and by_pid(client, pids[2]), 10)
+    assert w["paused_at"]["line"] == LINE and w["paused_at"]["path"] == JOB
+    assert paused_pids(client, pids) == {pids[2]}
+    # Evaluate on all paused ranks: only rank 2 answers, in its frame.
+    rows = client.post("/v1/evaluate", {"expression": "(self.rank, step)"})
+    assert [(r["rank"], r["value"]) for r in rows] == [(2, "(2, 1)")]
+    res = client.post("/v1/continue", {"ranks": [2]})
+    assert res["continued"] == [w["id"]]
+    assert ray.get(refs[2], timeout=30) == EXPECTED[2]
+
+
+def agents_know_the_broker(client) -> bool:
+    """Every live worker Ray's pool started has reported (found the registry), ours excepted."""
+    own = {"SleuthRegistry", "NodeRelay"}
+    live = [w for w in client.workers() if w["state"] not in ("exited",) and w["actor_class"] not in own]
+    return bool(live) and all(w["agent"] for w in live)
+
+
+def test_worker_created_after_put_is_armed(client, ray_cluster, clean_points):
+    wait_until(lambda: agents_know_the_broker(client), 15, message="pool workers found the broker")
+    client.set_breakpoints(JOB, [{"line": LINE, "condition": "step == 0", "logMessage": "late {self.rank}"}])
+    cls = ray.remote(num_cpus=0)(cluster_bp.Ranked)
+    late = cls.remote(7, 8)
+    try:
+        assert ray.get(late.work.remote(1), timeout=30) == [140]
+        lines = wait_until(
+            lambda: [r for r in client.get("/v1/logs") if r["message"] == "late 7"] or None,
+            10,
+            0.1,
+            "late log",
+        )
+        assert lines[0]["rank"] == 7
+    finally:
+        ray.kill(late)
+
+
+def test_condition_hit_condition_and_logpoint_across_workers(client, ranked):
+    actors, pids = ranked
+    seen = client.get("/v1/logs")
+    since = seen[-1]["seq"] if seen else 0
+    client.set_breakpoints(
+        JOB,
+        [
+            {
+                "line": NEXT,
+                "condition": "step >= 1",
+                "hitCondition": "2",
+                "logMessage": "r{self.rank} s{step} l{loss}",
+            },
+        ],
+    )
+    wait_until(lambda: armed(client, NEXT) == RANKS, 10, message="logpoint armed on 4 workers")
+    assert ray.get([a.work.remote(4) for a in actors], timeout=30) == [
+        [(r * 10 + s) * 2 for s in range(4)] for r in range(RANKS)
+    ]
+    lines = wait_until(
+        lambda: (x := [r for r in client.get(f"/v1/logs?since={since}")]) and len(x) >= RANKS and x, 10, 0.1
+    )
+    # step >= 1 passes at steps 1, 2, 3; hitCondition 2 keeps only the 2nd of those: step 2.
+    assert sorted((r["rank"], r["message"]) for r in lines) == [
+        (r, f"r{r} s2 l{r * 10 + 2}") for r in range(RANKS)
+    ]
+    assert not paused_pids(client, pids)
+
+
+def test_snapshot_point_on_four_ranks_returns_four_rows_without_pausing(client, ranked):
+    actors, pids = ranked
+    sid = client.post("/v1/snapshots", {"path": JOB, "line": NEXT, "condition": "step == 1"})["id"]
+    wait_until(lambda: len([w for w in client.get("/v1/snapshots") if w["id"] == sid]) == 1, 5)
+    wait_until(lambda: armed_snapshot(client, sid) == RANKS, 10, message="snapshot armed on 4 workers")
+    assert ray.get([a.work.remote(3) for a in actors], timeout=30) == EXPECTED
+    rows = wait_until(lambda: len(x := client.get(f"/v1/snapshots/{sid}")) >= RANKS and x, 10, 0.1)
+    assert sorted(r["rank"] for r in rows) == list(range(RANKS))
+    for r in rows:
+        top = r["frames"][0]
+        assert top["line"] == NEXT and top["function"] == "one"
+        assert top["locals"]["loss"] == str(r["rank"] * 10 + 1)
+        assert top["locals"]["step"] == "1"
+    assert not paused_pids(client, pids)
+
+
+def armed_snapshot(client, sid) -> int:
+    return next((s["armed"] for s in client.get("/v1/snapshots") if s["id"] == sid), 0)
+
+
+async def test_session_of_a_cluster_stop_shows_the_line_and_steps(broker, client, ranked):
+    actors, pids = ranked
+    client.set_breakpoints(JOB, [{"line": LINE, "condition": "[rank 1] step == 2"}])
+    await asyncio.to_thread(wait_until, lambda: armed(client) == 1, 10)
+    ref = actors[1].work.remote(3)
+    await asyncio.to_thread(wait_until, lambda: by_pid(client, pids[1])["state"] == "paused", 15)
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "rank": 1})
+    try:
+        stopped = await s.wait_event("stopped", timeout=30)
+        tid = stopped["body"]["threadId"]
+        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        assert (frames[0]["line"], frames[0]["name"]) == (LINE, "one")
+        await s.request("next", {"threadId": tid})
+        await s.wait_event("stopped", timeout=30)
+        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        assert frames[0]["line"] == NEXT
+        await s.request("continue", {"threadId": tid})
+        assert await asyncio.wait_for(ref, 30) == EXPECTED[1]
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+
+
+def test_after_removal_nothing_pauses(client, ranked):
+    actors, pids = ranked
+    client.set_breakpoints(JOB, [{"line": LINE}])
+    wait_until(lambda: armed(client) == RANKS, 10, message="armed on all 4")
+    client.set_breakpoints(JOB, [])
+    assert client.breakpoints() == []
+    wait_until(
+        lambda: all(by_pid(client, p)["armed"] == [] for p in pids), 10, message="every worker disarmed"
+    )
+    assert ray.get([a.work.remote(3) for a in actors], timeout=30) == EXPECTED
+    assert not paused_pids(client, pids)
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ({"path": "rel.py", "breakpoints": []}, "absolute"),
+        ({"path": JOB, "breakpoints": [{"line": 0}]}, "positive integer"),
+        ({"path": JOB, "breakpoints": [{"line": 3, "condition": "[rank x] a"}]}, "not a list of ranks"),
+        ({"path": JOB, "breakpoints": [{"line": 3, "condition": "[team 1] a"}]}, "unknown scope"),
+        ({"path": JOB, "breakpoints": [{"line": 3, "condition": "step ==="}]}, "not a Python expression"),
+        ({"path": JOB, "breakpoints": [{"line": 3, "hitCondition": "lots"}]}, "hitCondition"),
+    ],
+)
+def test_bad_breakpoints_get_400_with_hint(client, body, fragment):
+    with pytest.raises(SleuthError) as err:
+        client.put("/v1/breakpoints", body)
+    assert err.value.status == 400 and fragment in err.value.message and err.value.hint
+    assert client.get("/v1/status")["version"]
