@@ -27,6 +27,24 @@ for suite in unit integration auth multinode; do
   [ $rc -eq 0 ] || failed_steps+=("python-$suite")
 done
 
+# The trigger has a second backend (sys.monitoring) that only Python 3.12+ runs: its unit
+# tests run there too, when the machine has a 3.12 (pyenv's or on PATH). They need no Ray.
+PY312="$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"
+[ -x "$PY312" ] || PY312="$(command -v python3.12 || true)"
+if [ -n "$PY312" ] && [ -x "$PY312" ]; then
+  step "python: unit-py312 (the sys.monitoring trigger)"
+  V312="$ROOT/.venv-unit312"
+  if [ ! -x "$V312/bin/pytest" ]; then
+    "$PY312" -m venv "$V312" && "$V312/bin/pip" install -q pytest pytest-timeout pytest-asyncio \
+      || failed_steps+=("python-unit-py312-setup")
+  fi
+  PYTHONPATH="$ROOT/python_backend" "$V312/bin/python" -m pytest -c tests/python/pytest.ini \
+      tests/python/unit/test_trigger.py tests/python/unit/test_scope.py -q -rs \
+      --junitxml="$RESULTS/py-unit-py312.xml" || failed_steps+=("python-unit-py312")
+else
+  echo "(no Python 3.12 here: the sys.monitoring trigger's unit tests are skipped)"
+fi
+
 step "extension: inside a real VS Code (code-server)"
 "$ROOT/scripts/test_extension.sh" || failed_steps+=(extension)
 

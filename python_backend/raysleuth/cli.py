@@ -51,6 +51,18 @@ def cmd_attach(args) -> int:
     return asyncio.run(run_attach(dap, client.token, split_target(args.worker, args.rank, args.job)))
 
 
+def cmd_break(args) -> int:
+    from raysleuth.breakcmd import run_break
+
+    return run_break(_client(args), args)
+
+
+def cmd_logs(args) -> int:
+    from raysleuth.breakcmd import follow_logs
+
+    return follow_logs(_client(args), json_out=args.json, follow=args.follow)
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -84,6 +96,26 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--job", help="job id, when ranks of two jobs collide")
     client_opts(a)
     a.set_defaults(fn=cmd_attach)
+
+    br = sub.add_parser("break", help="set a breakpoint in every matching worker of the cluster")
+    br.add_argument("location", nargs="?", help="FILE:LINE")
+    br.add_argument("--if", dest="cond", help="condition, optionally scoped: '[rank 0] step %% 100 == 0'")
+    br.add_argument("--ranks", help="only these ranks: 0,2-3")
+    br.add_argument("--hit", help="hit condition: 5, >5, %%10")
+    br.add_argument("--log", help="a logpoint: print this message ({expr} is evaluated) instead of stopping")
+    br.add_argument("--remove", action="store_true", help="remove the breakpoint at FILE:LINE")
+    br.add_argument("--clear", action="store_true", help="remove all (or FILE's) cluster breakpoints")
+    br.add_argument("--list", action="store_true", help="list the cluster's breakpoints")
+    br.add_argument("--follow", action="store_true", help="then print logpoint lines as they come")
+    br.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(br)
+    br.set_defaults(fn=cmd_break)
+
+    lg = sub.add_parser("logs", help="logpoint lines from every rank, tagged [rank N]")
+    lg.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
+    lg.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(lg)
+    lg.set_defaults(fn=cmd_logs)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")

@@ -309,6 +309,18 @@ class MonitoringBackend:
     """Python 3.12+: LINE events on the armed code objects only, through our own tool id."""
 
     name = "monitoring"
+    _instance: MonitoringBackend | None = None
+
+    @classmethod
+    def shared(cls, on_line) -> MonitoringBackend:
+        """One tool id per process: claim it once, point its callback at the current trigger."""
+        inst = cls._instance
+        if inst is None:
+            inst = cls._instance = cls(on_line)
+        else:
+            inst.disarm_all()
+            sys.monitoring.register_callback(inst.tool, sys.monitoring.events.LINE, on_line)
+        return inst
 
     def __init__(self, on_line) -> None:
         mon = sys.monitoring
@@ -379,7 +391,7 @@ class Trigger:
     def _ensure_backend(self):
         if self.backend is None:
             if use_monitoring():
-                self.backend = MonitoringBackend(self._on_line)
+                self.backend = MonitoringBackend.shared(self._on_line)
             else:
                 self.backend = RewriteBackend(self._hook)
         return self.backend

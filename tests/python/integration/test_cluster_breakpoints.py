@@ -4,6 +4,9 @@ light trigger, for real (real Ray workers, real debugpy, the real broker and DAP
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 
 import cluster_bp
 import pytest
@@ -203,3 +206,38 @@ def test_bad_breakpoints_get_400_with_hint(client, body, fragment):
         client.put("/v1/breakpoints", body)
     assert err.value.status == 400 and fragment in err.value.message and err.value.hint
     assert client.get("/v1/status")["version"]
+
+
+def cli(broker, *args) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "raysleuth", *args, "--broker", broker.http],
+        env={**os.environ, "RAYSLEUTH_TOKEN": broker.token, "RAYSLEUTH": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(FIXTURES),
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_cli_break_sets_a_scoped_logpoint_and_logs_prints_it_tagged(broker, client, ranked):
+    actors, pids = ranked
+    out = cli(
+        broker,
+        "break",
+        f"cluster_bp.py:{NEXT}",
+        "--ranks",
+        "1,3",
+        "--if",
+        "step == 0",
+        "--log",
+        "loss={loss}",
+    )
+    assert f"cluster_bp.py:{NEXT} [rank 1,3] if step == 0 log 'loss={{loss}}'  (armed on 2)" in out
+    assert "rank 1,3" in cli(broker, "break", "--list")
+    assert ray.get([a.work.remote(1) for a in actors], timeout=30) == [[r * 20] for r in range(RANKS)]
+    logs = wait_until(lambda: (x := cli(broker, "logs")).count("loss=") >= 2 and x, 10, 0.2)
+    assert "[rank 1] loss=10" in logs and "[rank 3] loss=30" in logs and "[rank 0]" not in logs
+    cli(broker, "break", f"cluster_bp.py:{NEXT}", "--remove")
+    assert client.breakpoints() == []

@@ -1,0 +1,114 @@
+"""`raysleuth break` and `raysleuth logs`: cluster breakpoints and logpoint lines from a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from raysleuth.errors import BadRequest
+from raysleuth.scope import format_ranks, parse_ranks
+
+ARMED_WAIT_S = 2.0
+"""How long `break` waits to report how many workers armed the new breakpoint."""
+
+
+def parse_location(text: str) -> tuple[str, int]:
+    """`train.py:42` → ("/abs/train.py", 42)."""
+    path, sep, line = text.rpartition(":")
+    if not sep or not path or not line.isdigit() or int(line) < 1:
+        raise BadRequest(f"{text!r} is not FILE:LINE", "Write it like train.py:42.")
+    return os.path.abspath(path), int(line)
+
+
+def _entry(bp: dict) -> dict:
+    return {
+        k: bp.get(k)
+        for k in ("line", "condition", "hitCondition", "logMessage", "ranks")
+        if bp.get(k) is not None
+    }
+
+
+def describe(bp: dict) -> str:
+    parts = [f"{bp['path']}:{bp['line']}"]
+    if bp.get("scope"):
+        parts.append(f"[{bp['scope']}]")
+    cond = bp.get("condition") or ""
+    rest = cond[cond.rfind("]") + 1 :].strip() if cond.startswith("[") else cond
+    if rest:
+        parts.append(f"if {rest}")
+    if bp.get("hitCondition"):
+        parts.append(f"hit {bp['hitCondition']}")
+    if bp.get("logMessage"):
+        parts.append(f"log {bp['logMessage']!r}")
+    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)})"
+
+
+def run_break(client, args) -> int:
+    if args.list:
+        bps = client.breakpoints()
+        if args.json:
+            print(json.dumps(bps, indent=1))
+        else:
+            print("\n".join(describe(b) for b in bps) if bps else "No cluster breakpoints.")
+        return 0
+    if args.clear:
+        if args.location:
+            path = os.path.abspath(args.location.rpartition(":")[0] or args.location)
+            client.set_breakpoints(path, [])
+        else:
+            client.delete("/v1/breakpoints")
+        print("Cleared.")
+        return 0
+    if not args.location:
+        raise BadRequest(
+            "Say where: raysleuth break FILE:LINE.", "Or --list to see the cluster's breakpoints."
+        )
+    path, line = parse_location(args.location)
+    keep = [_entry(b) for b in client.breakpoints() if b["path"] == path and b["line"] != line]
+    if not args.remove:
+        new = {"line": line}
+        if args.cond:
+            new["condition"] = args.cond
+        if args.ranks:
+            new["ranks"] = sorted(parse_ranks(args.ranks))
+        if args.hit:
+            new["hitCondition"] = args.hit
+        if args.log:
+            new["logMessage"] = args.log
+        keep.append(new)
+    res = client.set_breakpoints(path, keep, root=os.getcwd())
+    if args.remove:
+        print(f"Removed {path}:{line}.")
+        return 0
+    mine = next(b for b in res["breakpoints"] if b["line"] == line)
+    deadline = time.monotonic() + ARMED_WAIT_S
+    while mine.get("armed", 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        mine = next((b for b in client.breakpoints() if b["id"] == mine["id"]), mine)
+    if args.json:
+        print(json.dumps(mine, indent=1))
+    else:
+        print(describe(mine))
+    if args.follow:
+        return follow_logs(client, json_out=args.json)
+    return 0
+
+
+def format_log(rec: dict) -> str:
+    who = f"[rank {rec['rank']}]" if rec.get("rank") is not None else f"[pid {rec.get('pid')}]"
+    return f"{who} {rec.get('message')}"
+
+
+def follow_logs(client, json_out: bool = False, follow: bool = True, poll_s: float = 0.5) -> int:
+    since = 0
+    while True:
+        for rec in client.get(f"/v1/logs?since={since}"):
+            since = max(since, rec["seq"])
+            print(json.dumps(rec) if json_out else format_log(rec), flush=True)
+        if not follow:
+            return 0
+        time.sleep(poll_s)
+
+
+__all__ = ["format_ranks", "run_break", "follow_logs", "parse_location"]

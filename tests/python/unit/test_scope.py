@@ -1,0 +1,68 @@
+"""Rank scopes in breakpoint conditions, as the contract writes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from raysleuth.errors import BadRequest
+from raysleuth.scope import Scope, format_ranks, parse_ranks, split_condition, with_ranks
+
+
+def test_rank_lists_and_ranges():
+    assert parse_ranks("0,2-3") == {0, 2, 3}
+    assert parse_ranks(" 5 ") == {5}
+    assert format_ranks({0, 2, 3, 7}) == "0,2-3,7"
+
+
+@pytest.mark.parametrize("bad", ["x", "3-1", "-2", ",", "1-"])
+def test_bad_rank_lists_say_how(bad):
+    with pytest.raises(BadRequest) as err:
+        parse_ranks(bad)
+    assert err.value.hint
+
+
+def test_split_condition_takes_scopes_off_the_front():
+    scope, rest = split_condition("[rank 0,2-3] step % 100 == 0")
+    assert scope.ranks == {0, 2, 3} and rest == "step % 100 == 0"
+    scope, rest = split_condition("[node 3f2a][actor Learner] x > 1")
+    assert scope.nodes == ("3f2a",) and scope.actors == ("Learner",) and rest == "x > 1"
+    scope, rest = split_condition("[rank 1]")
+    assert scope.ranks == {1} and rest is None
+    scope, rest = split_condition("a[0] == 1")  # brackets later in a condition are Python
+    assert scope.is_all() and rest == "a[0] == 1"
+    assert split_condition(None) == (Scope(), None)
+
+
+def test_unknown_scope_is_a_bad_request():
+    with pytest.raises(BadRequest) as err:
+        split_condition("[team 1] x")
+    assert "unknown scope" in err.value.message
+
+
+def test_matching_a_worker():
+    w = {"rank": 2, "node_id": "3f2aabc", "node_ip": "10.0.0.5", "actor_class": "Learner", "actor_name": None}
+    assert split_condition("[rank 0,2]")[0].match(w) is True
+    assert split_condition("[rank 1]")[0].match(w) is False
+    assert split_condition("[node 3f2a]")[0].match(w) is True
+    assert split_condition("[node 10.0.0.5]")[0].match(w) is True
+    assert split_condition("[node beef]")[0].match(w) is False
+    assert split_condition("[actor Learner]")[0].match(w) is True
+    assert split_condition("[actor Critic]")[0].match(w) is False
+    # A rank not known yet could still match: armed until the rank rules it out.
+    assert split_condition("[rank 1]")[0].match(dict(w, rank=None)) is None
+
+
+def test_ranks_field_narrows_the_scope():
+    scope, _ = split_condition("[rank 0-3]")
+    assert with_ranks(scope, [1, 3, 9]).ranks == {1, 3}
+    assert with_ranks(Scope(), [4]).ranks == {4}
+    assert with_ranks(scope, None) is scope
+    with pytest.raises(BadRequest):
+        with_ranks(scope, ["a"])
+
+
+def test_scope_text_and_json_round_trip():
+    scope, _ = split_condition("[rank 0,2-3][node ab]")
+    assert scope.text() == "rank 0,2-3; node ab"
+    assert Scope.from_json(scope.to_json()) == scope
+    assert Scope().text() is None
