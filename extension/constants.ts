@@ -3,6 +3,8 @@
 
 export const EXTENSION_ID = "raysleuth.ray-sleuth";
 export const LOG_CHANNEL_NAME = "Ray Sleuth";
+/** Where logpoint lines of the workers go (the user's program output, not the extension's log). */
+export const LOGPOINT_CHANNEL_NAME = "Ray Sleuth Logpoints";
 
 export const VIEW_CONTAINER_ID = "raySleuth";
 export const WORKERS_VIEW_ID = "raySleuth.workers";
@@ -15,6 +17,11 @@ export const Commands = {
   pickWorker: "raySleuth.pickWorker",
   attachWorker: "raySleuth.attachWorker",
   attachAllPaused: "raySleuth.attachAllPaused",
+  setBreakpointRanks: "raySleuth.setBreakpointRanks",
+  continueAll: "raySleuth.continueAll",
+  pauseRank: "raySleuth.pauseRank",
+  evaluateAll: "raySleuth.evaluateAll",
+  captureHere: "raySleuth.captureHere",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
 } as const;
@@ -26,6 +33,8 @@ export const Settings = {
   stateDir: "stateDir",
   pythonPath: "pythonPath",
   pathMappings: "pathMappings",
+  clusterBreakpoints: "clusterBreakpoints",
+  autoAttach: "autoAttach",
 } as const;
 
 /** The debug type in package.json's contributes.debuggers. */

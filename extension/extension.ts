@@ -10,9 +10,18 @@ import { ClusterState } from "./cluster/clusterState";
 import { ClusterStatusBar } from "./cluster/statusBar";
 import { ClusterTreeNode, WorkerTreeProvider } from "./cluster/workerTreeProvider";
 import { SleuthDebugAdapterFactory } from "./debug/adapterFactory";
-import { SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
+import { AutoAttachService } from "./debug/autoAttach";
+import { BreakpointDecorations } from "./debug/breakpointDecorations";
+import { BreakpointMirrorService } from "./debug/breakpointMirror";
+import { ClusterBreakpointStore } from "./debug/clusterBreakpointStore";
+import { ClusterControlService } from "./debug/clusterControl";
+import { BrokerAccess, SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
+import { LogpointService } from "./debug/logpoints";
+import { RankBreakpointEditor } from "./debug/rankBreakpoints";
 import { pickWorker } from "./debug/workerPicker";
 import { AttachTarget, WorkerSessionService } from "./debug/workerSessions";
+import { EvaluateService } from "./views/evaluatePanel";
+import { SnapshotService } from "./views/snapshotPanel";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -24,6 +33,15 @@ export interface RaySleuthApi {
   readonly brokerClient: BrokerClient | undefined;
   sessions: WorkerSessionService;
   configurationProvider: SleuthDebugConfigurationProvider;
+  clusterBreakpoints: ClusterBreakpointStore;
+  mirror: BreakpointMirrorService;
+  decorations: BreakpointDecorations;
+  rankBreakpoints: RankBreakpointEditor;
+  autoAttach: AutoAttachService;
+  control: ClusterControlService;
+  evaluate: EvaluateService;
+  snapshots: SnapshotService;
+  logpoints: LogpointService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -37,11 +55,17 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const connection = new BrokerConnectionService(state);
   const sessions = new WorkerSessionService(state);
   const ensureConnected = async () => connection.client !== undefined || (await connection.connect({ interactive: true }));
-  const configurationProvider = new SleuthDebugConfigurationProvider(
-    { client: async () => ((await ensureConnected()) ? connection.client : undefined) },
-    state,
-    sessions,
-  );
+  const broker: BrokerAccess = { client: async () => ((await ensureConnected()) ? connection.client : undefined) };
+  const configurationProvider = new SleuthDebugConfigurationProvider(broker, state, sessions);
+  const clusterBreakpoints = new ClusterBreakpointStore(connection, state);
+  const mirror = new BreakpointMirrorService(connection, clusterBreakpoints, context.workspaceState);
+  const decorations = new BreakpointDecorations(clusterBreakpoints);
+  const rankBreakpoints = new RankBreakpointEditor(state);
+  const autoAttach = new AutoAttachService(state, sessions);
+  const control = new ClusterControlService(broker, state);
+  const evaluate = new EvaluateService(broker);
+  const snapshots = new SnapshotService(broker, connection, state);
+  const logpoints = new LogpointService(connection, sessions);
 
   context.subscriptions.push(
     channel,
@@ -51,6 +75,13 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     statusBar,
     connection,
     sessions,
+    clusterBreakpoints,
+    mirror,
+    decorations,
+    autoAttach,
+    evaluate,
+    snapshots,
+    logpoints,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
@@ -60,6 +91,11 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.refresh, () => connection.refresh()),
     registerCommand(Commands.startLocalBroker, () => connection.startLocalBroker()),
     registerCommand(Commands.showLog, () => log.show()),
+    registerCommand(Commands.setBreakpointRanks, () => rankBreakpoints.command()),
+    registerCommand(Commands.continueAll, () => control.continueAll()),
+    registerCommand(Commands.pauseRank, (ranks) => control.pauseRanks(Array.isArray(ranks) ? (ranks as number[]) : undefined)),
+    registerCommand(Commands.evaluateAll, () => evaluate.command()),
+    registerCommand(Commands.captureHere, () => snapshots.command()),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
         void connection.connect({ interactive: false });
@@ -81,6 +117,15 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     connection,
     sessions,
     configurationProvider,
+    clusterBreakpoints,
+    mirror,
+    decorations,
+    rankBreakpoints,
+    autoAttach,
+    control,
+    evaluate,
+    snapshots,
+    logpoints,
     get brokerClient() {
       return connection.client;
     },

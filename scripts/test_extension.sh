@@ -93,6 +93,12 @@ fi
 RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/raysleuth-ext.XXXXXX")"
 mkdir -p "$RUN_DIR/state"
 
+# As the Python tests do (tests/python/helpers.py, pin_ray_env): loopback only and an
+# explicit auth mode. Unset, Ray turns token auth on by itself when ~/.ray/auth_token
+# exists, and the test host (its own HOME) could not join the demo's cluster.
+# Exported: the demo, the broker, code-server and the jobs the tests start all see them.
+export RAY_AUTH_MODE=disabled RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+
 # A new session, so the demo's pid is its session id and nothing it starts
 # outlives cleanup(). `setsid` execs in place here (a background job of a
 # script is not a process group leader), so $! is the demo itself.

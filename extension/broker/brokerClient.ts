@@ -1,9 +1,25 @@
-// HTTP + server-sent-events client of the broker's API (GET /v1/workers,
-// /v1/nodes, /v1/stream), with the bearer token. Node's http module only;
+// HTTP + server-sent-events client of the broker's API (workers, nodes, the
+// cluster breakpoint set, evaluate, snapshots, continue/pause, /v1/stream),
+// with the bearer token. Node's http module only;
 // no vscode import, so it runs the same in tests and in the extension host.
 import * as http from "http";
 import * as https from "https";
-import { BrokerErrorBody, BrokerStatus, NodeInfo, WorkerInfo } from "./types";
+import {
+  BrokerErrorBody,
+  BrokerStatus,
+  ClusterBreakpoint,
+  ContinueReply,
+  EvaluateResult,
+  FileBreakpoints,
+  FileBreakpointsReply,
+  NodeInfo,
+  PauseReply,
+  SnapshotRequest,
+  SnapshotRow,
+  SnapshotSummary,
+  WorkerInfo,
+  WorkerSelector,
+} from "./types";
 
 export type BrokerErrorKind = "refused" | "unauthorized" | "http" | "timeout" | "network" | "protocol";
 
@@ -15,6 +31,8 @@ export class BrokerError extends Error {
     readonly url: string,
     readonly status?: number,
     readonly hint?: string,
+    /** The broker's own `error` text, without the what-failed framing of `message`. */
+    readonly brokerError?: string,
   ) {
     super(message);
     this.name = "BrokerError";
@@ -108,6 +126,47 @@ export class BrokerClient {
 
   getStatus(): Promise<BrokerStatus> {
     return this.requestJson<BrokerStatus>("GET", "/v1/status");
+  }
+
+  /** Replaces one file's cluster breakpoints (an empty list clears them). */
+  putBreakpoints(body: FileBreakpoints): Promise<FileBreakpointsReply> {
+    return this.requestJson<FileBreakpointsReply>("PUT", "/v1/breakpoints", body);
+  }
+
+  getBreakpoints(): Promise<ClusterBreakpoint[]> {
+    return this.requestJson<ClusterBreakpoint[]>("GET", "/v1/breakpoints");
+  }
+
+  /** Evaluates an expression in every paused worker (of these ranks). */
+  evaluate(expression: string, ranks?: number[]): Promise<EvaluateResult[]> {
+    return this.requestJson<EvaluateResult[]>("POST", "/v1/evaluate", { expression, ...(ranks ? { ranks } : {}) });
+  }
+
+  createSnapshot(request: SnapshotRequest): Promise<{ id: string }> {
+    return this.requestJson<{ id: string }>("POST", "/v1/snapshots", request);
+  }
+
+  getSnapshot(id: string): Promise<SnapshotRow[]> {
+    return this.requestJson<SnapshotRow[]>("GET", `/v1/snapshots/${encodeURIComponent(id)}`);
+  }
+
+  /** Stops capturing at a snapshot point and forgets its rows. */
+  deleteSnapshot(id: string): Promise<unknown> {
+    return this.requestJson<unknown>("DELETE", `/v1/snapshots/${encodeURIComponent(id)}`);
+  }
+
+  getSnapshots(): Promise<SnapshotSummary[]> {
+    return this.requestJson<SnapshotSummary[]>("GET", "/v1/snapshots");
+  }
+
+  /** Lets paused workers run on; an empty selector: every paused one. */
+  continueWorkers(selector: WorkerSelector = {}): Promise<ContinueReply> {
+    return this.requestJson<ContinueReply>("POST", "/v1/continue", selector);
+  }
+
+  /** Stops running workers where they are (they then show `paused`). */
+  pauseWorkers(selector: WorkerSelector): Promise<PauseReply> {
+    return this.requestJson<PauseReply>("POST", "/v1/pause", selector);
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */
@@ -289,9 +348,10 @@ export class BrokerClient {
         this.url,
         status,
         body.hint,
+        body.error,
       );
     }
-    return new BrokerError("http", `Broker ${what} at ${this.url} failed (${status})${detail ? `: ${detail}` : "."}`, this.url, status, body.hint);
+    return new BrokerError("http", `Broker ${what} at ${this.url} failed (${status})${detail ? `: ${detail}` : "."}`, this.url, status, body.hint, body.error);
   }
 
   private networkError(err: Error & { code?: string }, what: string): BrokerError {

@@ -27,6 +27,12 @@ export const windowNotifier: Notifier = {
   info: (m, ...a) => vsapi.showInformationMessage(m, ...a),
 };
 
+/** One parsed event of the broker's stream, from the connected client. */
+export interface StreamEvent {
+  event: string;
+  data: unknown;
+}
+
 export interface ConnectOptions {
   /** True when the user asked (a command): then "nothing found" is told too. */
   interactive: boolean;
@@ -41,7 +47,17 @@ export class BrokerConnectionService implements vscode.Disposable {
   private generation = 0;
   private localBroker: BrokerProcess | undefined;
   private nodesRefresh: NodeJS.Timeout | undefined;
-  private readonly disposables: vscode.Disposable[] = [];
+  private readonly connected = new vscode.EventEmitter<BrokerClient>();
+  private readonly streamEvent = new vscode.EventEmitter<StreamEvent>();
+  private readonly disposables: vscode.Disposable[] = [this.connected, this.streamEvent];
+
+  /**
+   * Fired with the client once connected, and again when its event stream is
+   * back after a break (the broker may have restarted and lost what it was told).
+   */
+  readonly onDidConnect = this.connected.event;
+  /** Every event of the connected client's stream (`workers`, `breakpoints`, `log`, `snapshot`, ...). */
+  readonly onStreamEvent = this.streamEvent.event;
 
   constructor(private readonly state: ClusterState) {
     this.disposables.push(
@@ -113,6 +129,7 @@ export class BrokerConnectionService implements vscode.Disposable {
     }
     this.wireStream(client, gen);
     client.startStream();
+    this.connected.fire(client);
     return true;
   }
 
@@ -204,6 +221,11 @@ export class BrokerConnectionService implements vscode.Disposable {
         this.refreshNodesIfUnknown(workers);
       }
     });
+    client.onStreamEvent((e) => {
+      if (live()) {
+        this.streamEvent.fire(e);
+      }
+    });
     client.onStreamState((s) => {
       if (!live()) {
         return;
@@ -214,6 +236,7 @@ export class BrokerConnectionService implements vscode.Disposable {
         log.info(`Event stream from ${client.url} is back`);
         this.state.setStatus("connected");
         void this.refresh();
+        this.connected.fire(client);
       }
     });
     client.onStreamError((err) => {

@@ -52,6 +52,8 @@ export interface BrokerReadyInfo {
   http: string;
   dap: string;
   token_file: string;
+  /** The Ray cluster's GCS address the broker is on, e.g. "127.0.0.1:6379". */
+  ray_address?: string | null;
 }
 
 /** `GET /v1/status`: only the fields the extension reads. */
@@ -64,4 +66,137 @@ export interface BrokerStatus {
 export interface BrokerErrorBody {
   error: string;
   hint?: string;
+}
+
+/** One breakpoint of the cluster set, as `GET /v1/breakpoints` and `PUT /v1/breakpoints` answer it. */
+export interface ClusterBreakpoint {
+  id: string;
+  /** The file as the editor sent it (an absolute local path). */
+  path: string;
+  /** 1-based. */
+  line: number;
+  /** As written, scope prefix included, e.g. "[rank 0,2-3] step % 100 == 0". */
+  condition: string | null;
+  hitCondition: string | null;
+  logMessage: string | null;
+  ranks: number[] | null;
+  /** The scope without brackets, e.g. "rank 0,2-3"; null: every worker. */
+  scope: string | null;
+  /** Number of workers that have it armed now. */
+  armed: number;
+}
+
+/** One editor breakpoint in the body of `PUT /v1/breakpoints`. */
+export interface BreakpointSpec {
+  /** 1-based. */
+  line: number;
+  condition?: string;
+  hitCondition?: string;
+  logMessage?: string;
+  ranks?: number[];
+}
+
+/** The body of `PUT /v1/breakpoints`: one file's whole cluster set (empty: clear it). */
+export interface FileBreakpoints {
+  path: string;
+  /** The workspace folder holding the file, so workers with another checkout location match by relative path. */
+  root?: string;
+  breakpoints: BreakpointSpec[];
+}
+
+/** The answer of `PUT /v1/breakpoints`. */
+export interface FileBreakpointsReply {
+  path: string;
+  breakpoints: ClusterBreakpoint[];
+}
+
+/** Which workers a cluster command acts on; both absent: every paused one. */
+export interface WorkerSelector {
+  ranks?: number[];
+  workers?: string[];
+}
+
+/** A worker a continue or pause left alone, and why (e.g. "paused in breakpoint(), waiting for a debugger"). */
+export interface SkippedWorker {
+  worker: string;
+  reason: string;
+}
+
+/** The answer of `POST /v1/continue`. */
+export interface ContinueReply {
+  continued: string[];
+  skipped?: SkippedWorker[];
+}
+
+/** The answer of `POST /v1/pause`. */
+export interface PauseReply {
+  paused: string[];
+  skipped?: SkippedWorker[];
+}
+
+/** One row of `POST /v1/evaluate`: a value (repr) or an error, per paused worker. */
+export interface EvaluateResult {
+  rank: number | null;
+  worker: string;
+  value?: string;
+  error?: string;
+}
+
+/** The body of `POST /v1/snapshots`. */
+export interface SnapshotRequest {
+  path: string;
+  /** 1-based. */
+  line: number;
+  condition?: string;
+  ranks?: number[];
+  count?: number;
+  root?: string;
+}
+
+export interface SnapshotFrame {
+  path: string;
+  line: number;
+  function: string;
+  /** Local name → repr. */
+  locals: Record<string, string>;
+}
+
+/** One capture of one worker, as `GET /v1/snapshots/{id}` lists them. */
+export interface SnapshotRow {
+  rank: number | null;
+  worker: string;
+  /** Seconds since the epoch, or ISO text. */
+  time: number | string;
+  /** Innermost frame first. */
+  frames: SnapshotFrame[];
+}
+
+/** One snapshot point, as `GET /v1/snapshots` lists them. */
+export interface SnapshotSummary {
+  id: string;
+  path: string;
+  line: number;
+  ranks: number[] | null;
+  count: number | null;
+  /** Rows captured so far. */
+  rows: number;
+}
+
+/** Data of the `snapshot` stream event. */
+export interface SnapshotEvent {
+  id: string;
+  row: SnapshotRow;
+}
+
+/** Data of the `log` stream event: one line printed by a logpoint. */
+export interface LogpointLine {
+  rank: number | null;
+  worker: string;
+  pid: number;
+  path: string;
+  line: number;
+  message: string;
+  time: number | string;
+  /** True when the line reports a failure of the point itself (a condition or message that raised). */
+  error?: boolean;
 }

@@ -157,3 +157,30 @@ function formatLastSeen(v: WorkerInfo["last_seen"]): string | null {
   }
   return v;
 }
+
+export interface RankSummary {
+  rank: number;
+  /** Live workers with this rank (several when two jobs run). */
+  workers: WorkerInfo[];
+}
+
+/** The ranks the cluster has now (live workers with a rank), ascending. */
+export function liveRanks(workers: readonly WorkerInfo[], filter: (w: WorkerInfo) => boolean = () => true): RankSummary[] {
+  const byRank = new Map<number, WorkerInfo[]>();
+  for (const w of workers) {
+    if (w.rank === null || w.rank === undefined || w.state === "exited" || !filter(w)) {
+      continue;
+    }
+    byRank.set(w.rank, [...(byRank.get(w.rank) ?? []), w]);
+  }
+  return [...byRank]
+    .sort(([a], [b]) => a - b)
+    .map(([rank, ws]) => ({ rank, workers: ws.sort(compareWorkers) }));
+}
+
+/** e.g. "Trainer, RankWorker · 2 workers · 1 paused". */
+export function rankDescription(r: RankSummary): string {
+  const classes = [...new Set(r.workers.map((w) => w.actor_class ?? w.task ?? "task"))];
+  const paused = r.workers.filter((w) => w.state === "paused").length;
+  return [classes.join(", "), r.workers.length > 1 ? `${r.workers.length} workers` : "", paused ? `${paused} paused` : ""].filter(Boolean).join(" · ");
+}

@@ -1,5 +1,6 @@
 // The extension's one LogOutputChannel ("Ray Sleuth"). Everything logs through
-// here; nothing else creates an output channel.
+// here; the only other channel is "Ray Sleuth Logpoints" (debug/logpoints.ts),
+// which carries the workers' logpoint lines, not the extension's log.
 import * as vscode from "vscode";
 import { LOG_CHANNEL_NAME } from "../constants";
 

@@ -59,3 +59,7 @@ export function createTreeView<T>(viewId: string, options: vscode.TreeViewOption
 export function withProgress<R>(title: string, task: () => Promise<R>): Thenable<R> {
   return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, task);
 }
+
+export function setStatusBarMessage(text: string, hideAfterMs: number): vscode.Disposable {
+  return vscode.window.setStatusBarMessage(text, hideAfterMs);
+}

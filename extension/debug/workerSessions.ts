@@ -43,6 +43,12 @@ export class WorkerSessionService implements vscode.Disposable {
     return this.sessions.get(key);
   }
 
+  /** True while the worker has a session in this window, or one is starting. */
+  hasSession(workerId: string): boolean {
+    const key = `worker:${workerId}`;
+    return this.sessions.has(key) || this.starting.has(key);
+  }
+
   /** Brings an existing session forward: VS Code has no API to focus a session, so show the Call Stack and say so. */
   focus(session: vscode.DebugSession): void {
     log.info(`${session.name} already has a debug session in this window; not starting another`);

@@ -85,6 +85,8 @@ class Agent:
         self.emit_dropped = 0
         self._arm_lock = threading.RLock()
         self._pending_emits: collections.deque = collections.deque(maxlen=500)
+        self._emit_lock = threading.Lock()
+        self._emit_n = 0
 
     @property
     def log(self):
@@ -123,7 +125,10 @@ class Agent:
 
     def emit(self, kind: str, payload: dict) -> None:
         """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
-        payload = dict(payload, rank=rank_mod.resolve_rank().rank, pid=os.getpid())
+        with self._emit_lock:  # numbered so the registry can keep one worker's items in order
+            n = self._emit_n
+            self._emit_n += 1
+        payload = dict(payload, rank=rank_mod.resolve_rank().rank, pid=os.getpid(), n=n)
         registry = self._registry
         if registry is None or self._static is None:
             # Armed from Ray's KV before the agent thread found the registry: send them then.
@@ -410,8 +415,16 @@ class Agent:
             self._rearm = True
             self._arm_if_needed()  # arms the class just loaded too (a full scan)
             return
-        t = self.trigger
-        if t is not None and t.points and t.code_loaded(obj):
+        # The agent thread may have taken this version from the registry and be scanning right
+        # now (or be about to): wait for its scan, or do it here, so the class is armed before
+        # its first call. The scan never waits on Ray, so holding the lock here is safe.
+        with self._arm_lock:
+            if self.points and (self._rearm or self.trigger is None):
+                changed = self._arm_locked()
+            else:
+                t = self.trigger
+                changed = bool(t is not None and t.points and t.code_loaded(obj))
+        if changed:
             self.poke()
 
     def _run_command(self, command: dict) -> None:

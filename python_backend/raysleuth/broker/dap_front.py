@@ -15,6 +15,7 @@ from raysleuth.broker.auth import check_bearer
 from raysleuth.dap.framing import FramingError, encode, read_message
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
+from raysleuth.scope import split_condition
 
 log = logging.getLogger(__name__)
 
@@ -185,10 +186,12 @@ class DapSession:
     async def forward(self, request: dict) -> None:
         command = request.get("command")
         args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        kept = None
         if command == "setBreakpoints":
             path = (args.get("source") or {}).get("path")
             if path:
                 self.breakpoint_sources.add(path)
+            args, kept = scope_breakpoints(args, self.link.worker)
         try:
             resp = await self.link.request(command, args)
         except SleuthError as exc:
@@ -198,6 +201,8 @@ class DapSession:
             await self.respond(request, error=f"Ray Sleuth: the worker did not answer '{command}' in time.")
             return
         body = self.paths.map_message(resp.get("body") or {}, to_remote=False)
+        if kept is not None and resp.get("success", False):
+            body = dict(body, breakpoints=merge_scoped(kept, body.get("breakpoints") or []))
         if resp.get("success", False):
             await self.respond(request, body)
         else:
@@ -276,3 +281,43 @@ class DapFrontDoor:
             with contextlib.suppress(Exception):
                 await session.release()
             writer.close()
+
+
+def scope_breakpoints(args: dict, worker: dict) -> tuple[dict, list]:
+    """Rank scopes are ours: debugpy gets the plain condition, and only this worker's points.
+
+    Returns the arguments for debugpy and, per requested breakpoint, None (sent on) or the
+    unverified answer for one that was held back (outside this worker's scope, or a bad scope).
+    """
+    out, kept = [], []
+    for bp in list(args.get("breakpoints") or []):
+        try:
+            scope, rest = split_condition(bp.get("condition"))
+        except SleuthError as exc:
+            kept.append({"verified": False, "line": bp.get("line"), "message": f"Ray Sleuth: {exc.message}"})
+            continue
+        if scope.match(worker) is False:
+            kept.append(
+                {
+                    "verified": False,
+                    "line": bp.get("line"),
+                    "message": f"Ray Sleuth: [{scope.text()}] does not include this worker",
+                }
+            )
+            continue
+        bp = dict(bp)
+        if rest:
+            bp["condition"] = rest
+        else:
+            bp.pop("condition", None)
+        out.append(bp)
+        kept.append(None)
+    args = dict(args, breakpoints=out)
+    args.pop("lines", None)  # the legacy form would bring the held-back lines back
+    return args, kept
+
+
+def merge_scoped(kept: list, answered: list) -> list:
+    """The client's breakpoints in its order: debugpy's answers with ours in the gaps."""
+    it = iter(answered)
+    return [k if k is not None else next(it, {"verified": False}) for k in kept]

@@ -13,6 +13,9 @@ import uuid
 
 import ray
 
+EMIT_REORDER_S = 0.25
+"""How long an item that arrived before an earlier one of the same worker waits for it."""
+
 
 @ray.remote(num_cpus=0, max_concurrency=10_000)
 class SleuthRegistry:
@@ -31,6 +34,8 @@ class SleuthRegistry:
         self._emitted: collections.deque = collections.deque(maxlen=20_000)
         self._emit_seq = 0
         self._emit_event = asyncio.Event()
+        self._emit_next: dict[str, int] = {}  # per worker: the item number expected next
+        self._emit_held: dict[str, dict[int, tuple]] = {}  # per worker: items that came early
 
     def _bump(self) -> None:
         self._version += 1
@@ -97,7 +102,36 @@ class SleuthRegistry:
         return self._points_version
 
     async def emit(self, worker_id: str, kind: str, payload: dict) -> None:
-        """A logpoint line or a snapshot row from an agent (fire and forget)."""
+        """A logpoint line or a snapshot row from an agent (fire and forget).
+
+        Separate calls to an async actor may run out of order, so each agent numbers its items
+        (`n`): one that arrives early waits here, briefly, for the ones before it.
+        """
+        n = payload.get("n") if isinstance(payload, dict) else None
+        expected = self._emit_next.get(worker_id, 0)  # agents number from 0
+        if not isinstance(n, int) or n <= expected:
+            self._publish(worker_id, kind, payload)
+            if isinstance(n, int):
+                self._emit_next[worker_id] = max(n + 1, expected)
+            self._release_held(worker_id)
+            return
+        self._emit_held.setdefault(worker_id, {})[n] = (kind, payload)
+        asyncio.get_running_loop().call_later(EMIT_REORDER_S, self._release_held, worker_id, True)
+
+    def _release_held(self, worker_id: str, force: bool = False) -> None:
+        held = self._emit_held.get(worker_id)
+        while held:
+            nxt = self._emit_next.get(worker_id, 0)
+            n = nxt if nxt in held else (min(held) if force else None)
+            if n is None:
+                break
+            kind, payload = held.pop(n)
+            self._publish(worker_id, kind, payload)
+            self._emit_next[worker_id] = n + 1
+        if not held:
+            self._emit_held.pop(worker_id, None)
+
+    def _publish(self, worker_id: str, kind: str, payload: dict) -> None:
         self._emit_seq += 1
         self._emitted.append({"seq": self._emit_seq, "worker": worker_id, "kind": kind, "data": payload})
         self._emit_event.set()

@@ -241,7 +241,7 @@ async function runExtensionHostTests(browser: Browser, port: number, workspace: 
   const exited = new Promise<number>((resolve) => {
     void page.exposeFunction("codeAutomationExit", (code: number) => resolve(code));
   });
-  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the extension tests did not finish within 300 s")), 300_000).unref());
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the extension tests did not finish within 600 s")), 600_000).unref());
   await page.goto(workbenchUrl(port, workspace, true));
   const code = await Promise.race([exited, timeout]);
   await page.close();

@@ -1,7 +1,8 @@
 // Debug sessions against the demo's real broker and real Ray workers: a click
 // on a worker attaches through the broker's DAP front door under the "Ray
-// cluster" session and stops at an editor breakpoint. Every test leaves the
-// workers running (breakpoints removed, sessions stopped): other tests need them.
+// cluster" session and stops at an editor breakpoint (raySleuth.clusterBreakpoints
+// off here: only the session's worker gets it). Every test leaves the workers
+// running (breakpoints removed, sessions stopped): other tests need them.
 import * as assert from "assert";
 import * as fs from "fs";
 import * as path from "path";
@@ -71,6 +72,9 @@ describe("Debug sessions against the demo's real broker", () => {
     (await truth.getWorkers()).find((w) => w.rank === rank && w.actor_class === "Trainer" && w.state !== "exited");
 
   before(async () => {
+    // These tests are about a session's own breakpoints: with the editor's
+    // breakpoints mirrored into the cluster set, every Trainer would stop.
+    await vscode.workspace.getConfiguration("raySleuth").update("clusterBreakpoints", false, vscode.ConfigurationTarget.Global);
     api = await activateExtension();
     await waitFor("the connection", () => api.state.status === "connected", 30_000);
     const b = demoBroker();
@@ -95,6 +99,7 @@ describe("Debug sessions against the demo's real broker", () => {
       d.dispose();
     }
     truth?.dispose();
+    await vscode.workspace.getConfiguration("raySleuth").update("clusterBreakpoints", undefined, vscode.ConfigurationTarget.Global);
   });
 
   it("a click on rank 1 attaches a session under the Ray cluster session that stops at an editor breakpoint in Trainer.step", async function () {

@@ -19,13 +19,13 @@ export async function activateExtension(): Promise<RaySleuthApi> {
 }
 
 /** The broker the run started (the demo): read from raySleuth.stateDir, as the extension does. */
-export function demoBroker(): { url: string; token: string; stateDir: string } {
+export function demoBroker(): { url: string; token: string; stateDir: string; rayAddress: string | undefined } {
   const stateDir = vscode.workspace.getConfiguration("raySleuth").get<string>("stateDir", "");
   if (!stateDir) {
     throw new Error("The test run must set raySleuth.stateDir in the user settings");
   }
   const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
-  return { url: info.http, token: fs.readFileSync(info.token_file, "utf8").trim(), stateDir };
+  return { url: info.http, token: fs.readFileSync(info.token_file, "utf8").trim(), stateDir, rayAddress: info.ray_address ?? undefined };
 }
 
 export async function waitFor<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {

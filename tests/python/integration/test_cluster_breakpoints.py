@@ -19,6 +19,7 @@ from raysleuth.errors import SleuthError
 JOB = str(FIXTURES / "cluster_bp.py")
 LINE = marker_line(JOB, "cbp-line")
 NEXT = marker_line(JOB, "cbp-next")
+SPIN = marker_line(JOB, "cbp-spin")
 RANKS = 4
 EXPECTED = [[(r * 10 + s) * 2 for s in range(3)] for r in range(RANKS)]
 
@@ -238,6 +239,42 @@ def test_cli_break_sets_a_scoped_logpoint_and_logs_prints_it_tagged(broker, clie
     assert "rank 1,3" in cli(broker, "break", "--list")
     assert ray.get([a.work.remote(1) for a in actors], timeout=30) == [[r * 20] for r in range(RANKS)]
     logs = wait_until(lambda: (x := cli(broker, "logs")).count("loss=") >= 2 and x, 10, 0.2)
-    assert "[rank 1] loss=10" in logs and "[rank 3] loss=30" in logs and "[rank 0]" not in logs
+    ours = sorted(line for line in logs.splitlines() if "loss=" in line)  # earlier tests logged too
+    assert ours == ["[rank 1] loss=10", "[rank 3] loss=30"], logs
     cli(broker, "break", f"cluster_bp.py:{NEXT}", "--remove")
     assert client.breakpoints() == []
+
+
+def test_pause_rank_then_continue_all(client, ranked):
+    actors, pids = ranked
+    ref = actors[3].spin.remote(6.0)
+    wait_until(lambda: by_pid(client, pids[3])["state"] == "running", 10, message="rank 3 running spin()")
+    res = client.post("/v1/pause", {"ranks": [3]})
+    assert res["paused"] and not res["skipped"], res
+    w = wait_until(
+        lambda: (x := by_pid(client, pids[3]))["state"] == "paused" and x, 15, message="rank 3 paused"
+    )
+    assert w["paused_at"]["path"] == JOB and w["paused_at"]["line"] in (SPIN, SPIN - 1)
+    assert paused_pids(client, pids) == {pids[3]}
+    rows = client.post("/v1/evaluate", {"expression": "spins > 0", "ranks": [3]})
+    assert [(r["rank"], r.get("value")) for r in rows] == [(3, "True")]
+    assert client.post("/v1/continue", {})["continued"] == [w["id"]]
+    assert ray.get(ref, timeout=30) > 0
+    wait_until(lambda: by_pid(client, pids[3])["state"] != "paused", 10, message="rank 3 runs on")
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/evaluate", {}),
+        ("/v1/evaluate", {"expression": "a ==="}),
+        ("/v1/evaluate", {"expression": "1", "ranks": "0"}),
+        ("/v1/pause", {"workers": "abc"}),
+        ("/v1/snapshots", {"path": JOB, "line": 3, "count": 0}),
+        ("/v1/snapshots", {"line": 3}),
+    ],
+)
+def test_bad_requests_to_the_new_endpoints(client, path, body):
+    with pytest.raises(SleuthError) as err:
+        client.post(path, body)
+    assert err.value.status == 400 and err.value.hint

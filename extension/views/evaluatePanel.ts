@@ -1,0 +1,84 @@
+// raySleuth.evaluateAll: evaluates one expression in every paused worker
+// (POST /v1/evaluate) and shows rank → value in a webview panel, the values
+// that differ from the majority highlighted.
+import * as vscode from "vscode";
+import { log } from "../common/log";
+import * as vsapi from "../common/vscodeapi";
+import type { BrokerAccess } from "../debug/configurationProvider";
+import { cell, escapeHtml, page } from "./html";
+import { EvaluateRow, evaluateRows } from "./resultTables";
+
+export const EVALUATE_VIEW_TYPE = "raySleuth.evaluate";
+
+/** The panel's HTML for one expression's rows. */
+export function evaluateHtml(expression: string, rows: readonly EvaluateRow[]): string {
+  const differing = rows.filter((r) => r.differs).length;
+  const meta = rows.length
+    ? `${rows.length} paused worker${rows.length === 1 ? "" : "s"}${differing ? ` · ${differing} differ${differing === 1 ? "s" : ""} from the others` : " · all agree"}`
+    : "No worker is paused.";
+  const body = rows
+    .map((r) => {
+      const cls = [...(r.isError ? ["error"] : []), ...(r.differs ? ["differs"] : [])];
+      return `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(r.text, cls, 2000)}</tr>`;
+    })
+    .join("\n");
+  return page(
+    `Evaluate ${expression}`,
+    `<h2><code>${escapeHtml(expression)}</code> on every paused rank</h2><div class="meta">${escapeHtml(meta)}</div>` +
+      (rows.length ? `<table><thead><tr><th>rank</th><th>worker</th><th>value</th></tr></thead><tbody>${body}</tbody></table>` : ""),
+  );
+}
+
+export class EvaluateService implements vscode.Disposable {
+  private panel: vscode.WebviewPanel | undefined;
+  /** The last expression and its rows, as shown (tests read them). */
+  last: { expression: string; rows: EvaluateRow[] } | undefined;
+
+  constructor(private readonly broker: BrokerAccess) {}
+
+  /** Evaluates and shows the table; undefined when the broker could not be asked (already told). */
+  async evaluate(expression: string, ranks?: number[]): Promise<EvaluateRow[] | undefined> {
+    const client = await this.broker.client();
+    if (!client) {
+      return undefined;
+    }
+    let rows: EvaluateRow[];
+    try {
+      rows = evaluateRows(await client.evaluate(expression, ranks));
+    } catch (err) {
+      void vsapi.showErrorMessage(`Ray Sleuth: evaluating "${expression}" failed: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+    log.info(`Evaluated "${expression}" on ${rows.length} paused worker(s)`);
+    this.last = { expression, rows };
+    this.show(expression, rows);
+    return rows;
+  }
+
+  /** The command: ask for the expression (the selection by default). */
+  async command(): Promise<EvaluateRow[] | undefined> {
+    const editor = vscode.window.activeTextEditor;
+    const selected = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection).trim() : "";
+    const expression = await vscode.window.showInputBox({
+      title: "Ray Sleuth: evaluate on all paused ranks",
+      prompt: "A Python expression, evaluated in the top frame of every paused worker",
+      value: selected || this.last?.expression || "",
+      validateInput: (v) => (v.trim() ? undefined : "Type an expression"),
+    });
+    return expression === undefined ? undefined : this.evaluate(expression.trim());
+  }
+
+  private show(expression: string, rows: readonly EvaluateRow[]): void {
+    if (!this.panel) {
+      this.panel = vscode.window.createWebviewPanel(EVALUATE_VIEW_TYPE, "Ray Sleuth: Evaluate", { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, { enableScripts: false });
+      this.panel.onDidDispose(() => (this.panel = undefined));
+    }
+    this.panel.title = `Evaluate: ${expression.length > 30 ? `${expression.slice(0, 30)}…` : expression}`;
+    this.panel.webview.html = evaluateHtml(expression, rows);
+    this.panel.reveal(undefined, true);
+  }
+
+  dispose(): void {
+    this.panel?.dispose();
+  }
+}

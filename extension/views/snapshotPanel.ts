@@ -1,0 +1,206 @@
+// raySleuth.captureHere: a snapshot point at the cursor line on some ranks
+// (POST /v1/snapshots), captured without stopping anyone; a webview shows rank ×
+// local variable of the innermost frame, filled live from `snapshot` stream
+// events (and GET /v1/snapshots/{id}), the cells that differ between ranks marked.
+import * as path from "path";
+import * as vscode from "vscode";
+import { log, swallow } from "../common/log";
+import * as vsapi from "../common/vscodeapi";
+import { BrokerConnectionService } from "../broker/brokerConnection";
+import { SnapshotEvent, SnapshotRequest, SnapshotRow } from "../broker/types";
+import { ClusterState } from "../cluster/clusterState";
+import { pickRanks } from "../cluster/rankPicker";
+import type { BrokerAccess } from "../debug/configurationProvider";
+import { formatRanks } from "../debug/rankScope";
+import { cell, escapeHtml, page } from "./html";
+import { SnapshotTable, snapshotRowKey, snapshotTable } from "./resultTables";
+
+export const SNAPSHOT_VIEW_TYPE = "raySleuth.snapshot";
+
+function timeText(t: number | string): string {
+  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
+  return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(11, 23);
+}
+
+/** The panel's HTML for one snapshot point. */
+export function snapshotHtml(title: string, table: SnapshotTable): string {
+  const meta = table.rows.length
+    ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks`
+    : "Waiting for a worker to pass the line…";
+  const head = `<tr><th>rank</th><th>worker</th><th>time</th><th>where</th>${table.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join("")}</tr>`;
+  const body = table.rows
+    .map(
+      (r) =>
+        `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(timeText(r.time))}${cell(r.where)}` +
+        r.cells.map((v, j) => cell(v ?? "—", [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])])).join("") +
+        `</tr>`,
+    )
+    .join("\n");
+  return page(title, `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div><table><thead>${head}</thead><tbody>${body}</tbody></table>`);
+}
+
+/** One snapshot point's rows and its panel. */
+export class SnapshotView implements vscode.Disposable {
+  private readonly rowsByKey = new Map<string, SnapshotRow>();
+  private panel: vscode.WebviewPanel | undefined;
+  private readonly changed = new vscode.EventEmitter<void>();
+  /** Fired when rows arrive (tests wait on it). */
+  readonly onDidChange = this.changed.event;
+  private readonly closed = new vscode.EventEmitter<void>();
+  readonly onDidClose = this.closed.event;
+
+  constructor(
+    readonly id: string,
+    readonly title: string,
+  ) {}
+
+  get rows(): SnapshotRow[] {
+    return [...this.rowsByKey.values()];
+  }
+
+  get table(): SnapshotTable {
+    return snapshotTable(this.rows);
+  }
+
+  add(rows: readonly SnapshotRow[]): void {
+    let added = false;
+    for (const r of rows) {
+      const key = snapshotRowKey(r);
+      if (!this.rowsByKey.has(key)) {
+        this.rowsByKey.set(key, r);
+        added = true;
+      }
+    }
+    if (added) {
+      this.render();
+      this.changed.fire();
+    }
+  }
+
+  /** Closes the panel (which ends the snapshot point). */
+  close(): void {
+    this.panel?.dispose();
+  }
+
+  show(): void {
+    if (!this.panel) {
+      this.panel = vscode.window.createWebviewPanel(SNAPSHOT_VIEW_TYPE, `Snapshot ${this.title}`, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, { enableScripts: false });
+      this.panel.onDidDispose(() => {
+        this.panel = undefined;
+        this.closed.fire();
+      });
+    }
+    this.render();
+  }
+
+  private render(): void {
+    if (this.panel) {
+      this.panel.webview.html = snapshotHtml(`Snapshot ${this.title}`, this.table);
+    }
+  }
+
+  dispose(): void {
+    this.panel?.dispose();
+    this.changed.dispose();
+    this.closed.dispose();
+  }
+}
+
+export class SnapshotService implements vscode.Disposable {
+  /** Open snapshot views by snapshot id. */
+  readonly views = new Map<string, SnapshotView>();
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly broker: BrokerAccess,
+    private readonly connection: BrokerConnectionService,
+    private readonly state: ClusterState,
+  ) {
+    this.disposables.push(
+      connection.onStreamEvent((e) => {
+        if (e.event !== "snapshot" || !e.data || typeof e.data !== "object") {
+          return;
+        }
+        const data = e.data as Partial<SnapshotEvent>;
+        const view = this.views.get(String(data.id));
+        if (view && data.row && Array.isArray(data.row.frames)) {
+          view.add([data.row]);
+        }
+      }),
+      // Rows captured while the stream was down come from GET.
+      connection.onDidConnect(() => {
+        for (const view of this.views.values()) {
+          void this.fetch(view);
+        }
+      }),
+    );
+  }
+
+  /** Starts a snapshot point and opens its view; undefined when the broker refused (already told). */
+  async capture(request: SnapshotRequest): Promise<SnapshotView | undefined> {
+    const client = await this.broker.client();
+    if (!client) {
+      return undefined;
+    }
+    let id: string;
+    try {
+      id = String((await client.createSnapshot(request)).id);
+    } catch (err) {
+      void vsapi.showErrorMessage(`Ray Sleuth: capturing at ${path.basename(request.path)}:${request.line} failed: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+    const ranks = request.ranks?.length ? `rank ${formatRanks(request.ranks)}` : "all ranks";
+    const view = new SnapshotView(id, `${path.basename(request.path)}:${request.line} · ${ranks}`);
+    this.views.set(id, view);
+    // Closing the panel ends the snapshot point: the workers stop capturing there.
+    view.onDidClose(() => {
+      this.views.delete(id);
+      this.connection.client?.deleteSnapshot(id).then(undefined, (e: unknown) => swallow(`Deleting snapshot ${id}`, e));
+    });
+    log.info(`Snapshot ${id} at ${request.path}:${request.line} on ${ranks}`);
+    view.show();
+    await this.fetch(view); // what the stream sent before the id was known
+    return view;
+  }
+
+  /** The command: the cursor line of the active editor, a pick of ranks (none ticked: all). */
+  async command(): Promise<SnapshotView | undefined> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.uri.scheme !== "file") {
+      void vsapi.showInformationMessage("Ray Sleuth: open a Python file and put the cursor on the line to capture first.");
+      return undefined;
+    }
+    const uri = editor.document.uri;
+    const line = editor.selection.active.line + 1;
+    const ranks = await pickRanks(this.state, {
+      title: `Ray Sleuth: capture ${path.basename(uri.fsPath)}:${line} on ranks`,
+      placeHolder: "Tick the ranks to capture (none ticked: every rank)",
+    });
+    if (ranks === undefined) {
+      return undefined;
+    }
+    const root = vscode.workspace.getWorkspaceFolder(uri)?.uri.fsPath;
+    return this.capture({ path: path.normalize(uri.fsPath), line, ...(ranks.length ? { ranks } : {}), ...(root ? { root } : {}) });
+  }
+
+  private async fetch(view: SnapshotView): Promise<void> {
+    const client = this.connection.client;
+    if (!client) {
+      return;
+    }
+    try {
+      view.add(await client.getSnapshot(view.id));
+    } catch (err) {
+      swallow(`Fetching snapshot ${view.id}`, err);
+    }
+  }
+
+  dispose(): void {
+    for (const v of this.views.values()) {
+      v.dispose();
+    }
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}

@@ -1,0 +1,60 @@
+// The cross-rank tables of Evaluate and Capture Here on made-up results: which
+// cells are marked as differing, row order, columns. No broker, no window.
+import * as assert from "assert";
+import { SnapshotRow } from "../../../extension/broker/types";
+import { divergentCells, evaluateRows, snapshotTable } from "../../../extension/views/resultTables";
+import { evaluateHtml } from "../../../extension/views/evaluatePanel";
+
+describe("Cross-rank result tables", () => {
+  it("marks the cells that are not the majority's value, none when all agree, all on a tie", () => {
+    assert.deepStrictEqual(divergentCells(["1", "1", "7", "1"]), [false, false, true, false]);
+    assert.deepStrictEqual(divergentCells(["1", "1", "1"]), [false, false, false]);
+    assert.deepStrictEqual(divergentCells(["0", "200"]), [true, true]);
+    assert.deepStrictEqual(divergentCells(["a", undefined, "a"]), [false, true, false]);
+    assert.deepStrictEqual(divergentCells([]), []);
+  });
+
+  it("orders evaluate rows by rank and marks a diverging value and an error", () => {
+    const rows = evaluateRows([
+      { rank: 2, worker: "w2", value: "nan" },
+      { rank: 0, worker: "w0", value: "0.5" },
+      { rank: 3, worker: "w3", error: "NameError: name 'loss' is not defined" },
+      { rank: 1, worker: "w1", value: "0.5" },
+    ]);
+    assert.deepStrictEqual(
+      rows.map((r) => [r.rank, r.text, r.isError, r.differs]),
+      [
+        [0, "0.5", false, false],
+        [1, "0.5", false, false],
+        [2, "nan", false, true],
+        [3, "NameError: name 'loss' is not defined", true, true],
+      ],
+    );
+    const html = evaluateHtml("loss", rows);
+    assert.strictEqual((html.match(/class="[^"]*differs/g) ?? []).length, 2, "two highlighted cells");
+    assert.ok(!html.includes("<script"), "no script in the panel");
+  });
+
+  it("builds rank × local variable over the innermost frame, rows by rank then time", () => {
+    const row = (rank: number, time: number, locals: Record<string, string>): SnapshotRow => ({
+      rank,
+      worker: `w${rank}`,
+      time,
+      frames: [
+        { path: "/src/bp_job.py", line: 29, function: "run", locals },
+        { path: "/src/bp_job.py", line: 40, function: "main", locals: { outer: "1" } },
+      ],
+    });
+    const table = snapshotTable([
+      row(2, 5, { steps: "5", total: "1010" }),
+      row(0, 9, { steps: "5", total: "10", extra: "x" }),
+      row(0, 4, { steps: "5", total: "10" }),
+      row(3, 1, { steps: "5", total: "10" }),
+    ]);
+    assert.deepStrictEqual(table.columns, ["steps", "total", "extra"], "the innermost frame's locals only");
+    assert.deepStrictEqual(table.rows.map((r) => [r.rank, r.time]), [[0, 4], [0, 9], [2, 5], [3, 1]]);
+    assert.deepStrictEqual(table.rows.map((r) => r.cells), [["5", "10", undefined], ["5", "10", "x"], ["5", "1010", undefined], ["5", "10", undefined]]);
+    assert.deepStrictEqual(table.rows.map((r) => r.differs), [[false, false, false], [false, false, true], [false, true, false], [false, false, false]]);
+    assert.strictEqual(table.rows[0].where, "run (bp_job.py:29)");
+  });
+});

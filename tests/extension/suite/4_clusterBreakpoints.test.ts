@@ -1,0 +1,399 @@
+// Editor breakpoints across the cluster (issue #4), against the demo's real
+// broker and real Ray workers: the editor's breakpoints are mirrored into the
+// cluster set, a [rank 1] breakpoint stops only rank 1 of tests/fixtures/bp_job.py
+// and its session opens by itself, logpoints and snapshot points capture
+// without stopping. Every test removes its breakpoints and ends what it started.
+import * as assert from "assert";
+import { ChildProcess, spawn } from "child_process";
+import * as fs from "fs";
+import * as path from "path";
+import * as vscode from "vscode";
+import type { RaySleuthApi } from "../../../extension/extension";
+import { BrokerClient } from "../../../extension/broker/brokerClient";
+import { ClusterBreakpoint, WorkerInfo } from "../../../extension/broker/types";
+import { Commands, DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
+import type { SleuthAttachConfig } from "../../../extension/debug/attachConfig";
+import type { MirrorNotifier } from "../../../extension/debug/breakpointMirror";
+import { breakpointAt } from "../../../extension/debug/rankBreakpoints";
+import { activateExtension, demoBroker, waitFor } from "./helpers";
+
+interface DapMessage {
+  type: string;
+  command?: string;
+  event?: string;
+  body?: Record<string, unknown>;
+}
+
+/** A run of tests/fixtures/bp_job.py on the demo's cluster: its stdout lines and its exit. */
+interface FixtureRun {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  /** Stdout and stderr so far, for failure messages. */
+  output(): string;
+}
+
+function markerIndex(file: string, marker: string): number {
+  const index = fs.readFileSync(file, "utf8").split("\n").findIndex((l) => l.includes(marker));
+  assert.ok(index >= 0, `"${marker}" in ${file}`);
+  return index;
+}
+
+function sourceBreakpoint(file: string, index: number, condition?: string, logMessage?: string): vscode.SourceBreakpoint {
+  return new vscode.SourceBreakpoint(new vscode.Location(vscode.Uri.file(file), new vscode.Position(index, 0)), true, condition, undefined, logMessage);
+}
+
+function whenEnded(session: vscode.DebugSession): Promise<void> {
+  return new Promise((resolve) => {
+    const sub = vscode.debug.onDidTerminateDebugSession((s) => {
+      if (s.id === session.id) {
+        sub.dispose();
+        resolve();
+      }
+    });
+  });
+}
+
+describe("Cluster breakpoints against the demo's real broker", () => {
+  let api: RaySleuthApi;
+  let truth: BrokerClient;
+  let root: string;
+  let fixture: string;
+  let workspaceDir: string;
+  const messages = new Map<string, DapMessage[]>();
+  const started: vscode.DebugSession[] = [];
+  const disposables: vscode.Disposable[] = [];
+  const runs: FixtureRun[] = [];
+
+  const clusterSet = async (file: string): Promise<ClusterBreakpoint[]> => (await truth.getBreakpoints()).filter((b) => b.path === file);
+
+  function runFixture(args: string[] = []): FixtureRun {
+    const rayAddress = demoBroker().rayAddress;
+    assert.ok(rayAddress, "broker.json names the demo's ray_address");
+    const python = path.join(root, ".venv", "bin", "python");
+    // The absolute path: the workers' code objects then name the same file the editor has open.
+    const child = spawn(python, [fixture, ...args], {
+      cwd: root,
+      // As the demo and the Python tests: keep Ray on loopback (else it swaps 127.0.0.1 for the host's IP).
+      env: { ...process.env, RAY_ADDRESS: rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const lines: string[] = [];
+    let all = "";
+    let partial = "";
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      all += chunk;
+      partial += chunk;
+      const parts = partial.split("\n");
+      partial = parts.pop() ?? "";
+      lines.push(...parts.map((l) => l.trim()));
+    });
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      all += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const run = { child, lines, exited, output: () => all.slice(-4000) };
+    runs.push(run);
+    return run;
+  }
+
+  /** waitFor, but failing at once (with the job's output) when the job exits first. */
+  async function whileRunning<T>(run: FixtureRun, what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
+    let settled = false;
+    const died = new Promise<never>((_, reject) => {
+      void run.exited.then((code) => {
+        if (!settled) {
+          reject(new Error(`bp_job.py exited (${code}) while waiting for ${what}`));
+        }
+      });
+    });
+    try {
+      return await Promise.race([waitFor(what, () => (settled ? undefined : probe()), timeoutMs), died]);
+    } catch (err) {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; bp_job.py said: ${run.output()}`, { cause: err });
+    } finally {
+      settled = true;
+    }
+  }
+
+  async function stopRun(run: FixtureRun): Promise<void> {
+    if (run.child.exitCode === null && run.child.signalCode === null && run.child.pid) {
+      run.child.kill("SIGTERM");
+      await run.exited;
+    }
+  }
+
+  before(async () => {
+    api = await activateExtension();
+    await waitFor("the connection", () => api.state.status === "connected", 30_000);
+    const b = demoBroker();
+    truth = new BrokerClient({ url: b.url, token: b.token });
+    const ext = vscode.extensions.getExtension(EXTENSION_ID);
+    assert.ok(ext);
+    root = ext.extensionPath;
+    fixture = path.join(root, "tests", "fixtures", "bp_job.py");
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    assert.ok(folder, "the test window has a workspace folder");
+    workspaceDir = folder.uri.fsPath;
+    disposables.push(
+      vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
+        createDebugAdapterTracker(session) {
+          const list: DapMessage[] = [];
+          messages.set(session.id, list);
+          return { onDidSendMessage: (m: unknown) => list.push(m as DapMessage) };
+        },
+      }),
+      vscode.debug.onDidStartDebugSession((s) => started.push(s)),
+    );
+  });
+
+  after(async () => {
+    for (const run of runs) {
+      await stopRun(run);
+    }
+    for (const d of disposables) {
+      d.dispose();
+    }
+    truth?.dispose();
+  });
+
+  it("a burst of editor changes ends as the editor's set in the cluster (debounced, in order per file)", async function () {
+    this.timeout(60_000);
+    const file = path.join(workspaceDir, "scratch_burst.py");
+    fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => `v${i} = ${i}\n`).join(""));
+    const bps = Array.from({ length: 6 }, (_, i) => sourceBreakpoint(file, i, i % 2 ? `v0 == ${i}` : undefined));
+    try {
+      for (const bp of bps) {
+        vscode.debug.addBreakpoints([bp]); // one change event each, as clicks in the gutter give
+      }
+      vscode.debug.removeBreakpoints([bps[1], bps[4]]);
+      const disabled = new vscode.SourceBreakpoint(bps[5].location, false, bps[5].condition);
+      vscode.debug.removeBreakpoints([bps[5]]);
+      vscode.debug.addBreakpoints([disabled]); // disabled breakpoints are not mirrored
+      bps.push(disabled);
+      await api.mirror.idle();
+      const lines = await waitFor("the cluster set to be lines 1, 3, 4", async () => {
+        const set = await clusterSet(file);
+        const got = set.map((b) => `${b.line}:${b.condition ?? ""}`).sort();
+        return JSON.stringify(got) === JSON.stringify(["1:", "3:", "4:v0 == 3"]) && got;
+      }, 15_000);
+      assert.ok(lines);
+    } finally {
+      vscode.debug.removeBreakpoints(bps);
+      await api.mirror.idle();
+      fs.rmSync(file, { force: true });
+    }
+    await waitFor("the cluster set to forget the file", async () => (await clusterSet(file)).length === 0, 15_000);
+  });
+
+  it("Set Breakpoint Ranks writes, replaces and removes the [rank …] prefix of the cursor line's breakpoint; the mirror follows", async function () {
+    this.timeout(60_000);
+    const file = path.join(workspaceDir, "scratch_ranks.py");
+    fs.writeFileSync(file, "def f(x):\n    y = x + 1\n    return y\n");
+    const uri = vscode.Uri.file(file);
+    try {
+      await vscode.window.showTextDocument(uri);
+      const first = api.rankBreakpoints.setRanksAt(uri, 1, [2, 0]);
+      assert.strictEqual(first.condition, "[rank 0,2]", "a new breakpoint with the scope");
+      const withRest = sourceBreakpoint(file, 1, "[rank 0,2] x > 1");
+      vscode.debug.removeBreakpoints([first]);
+      vscode.debug.addBreakpoints([withRest]);
+      const replaced = api.rankBreakpoints.setRanksAt(uri, 1, [3]);
+      assert.strictEqual(replaced.condition, "[rank 3] x > 1", "the scope replaced, the Python kept");
+      assert.strictEqual(breakpointAt(uri, 1), replaced, "one breakpoint on the line, the new one");
+      assert.ok(!vscode.debug.breakpoints.includes(withRest), "the old breakpoint is gone (breakpoints are immutable)");
+
+      const mirrored = await waitFor("the cluster set to hold [rank 3] x > 1 at line 2", async () => (await clusterSet(file)).find((b) => b.line === 2 && b.condition === "[rank 3] x > 1"), 15_000);
+      assert.strictEqual(mirrored.scope, "rank 3");
+      await waitFor("the line's annotation", () => api.decorations.annotations(file).find((a) => a.line === 2 && /^ {2}⟵ rank 3 · armed on \d+$/.test(a.text)), 10_000);
+
+      const plain = api.rankBreakpoints.setRanksAt(uri, 1, []);
+      assert.strictEqual(plain.condition, "x > 1", "no ranks picked: no scope");
+      await waitFor("the cluster set to drop the scope", async () => (await clusterSet(file)).find((b) => b.line === 2 && b.condition === "x > 1" && b.scope === null), 15_000);
+      vscode.debug.removeBreakpoints([plain]);
+      await waitFor("the cluster set to forget the file", async () => (await clusterSet(file)).length === 0, 15_000);
+      await waitFor("the annotation to go", () => api.decorations.annotations(file).length === 0, 10_000);
+    } finally {
+      vscode.debug.removeBreakpoints(vscode.debug.breakpoints.filter((b) => b instanceof vscode.SourceBreakpoint && b.location.uri.fsPath === file));
+      await vscode.commands.executeCommand("workbench.action.closeAllEditors");
+      await api.mirror.idle();
+      fs.rmSync(file, { force: true });
+    }
+  });
+
+  it("conditions that are not Python are refused once, in one warning with the broker's hint, not once per breakpoint", async function () {
+    this.timeout(60_000);
+    const file = path.join(workspaceDir, "scratch_bad.py");
+    fs.writeFileSync(file, "a = 1\nb = 2\nc = 3\n");
+    const shown: string[] = [];
+    const original = api.mirror.notifier;
+    const recording: MirrorNotifier = {
+      warn: (m) => {
+        shown.push(m);
+        return Promise.resolve(undefined);
+      },
+    };
+    api.mirror.notifier = recording;
+    const bad = [sourceBreakpoint(file, 0, "[rank 1] step ==="), sourceBreakpoint(file, 1, "[rank 1] ) (")];
+    try {
+      vscode.debug.addBreakpoints(bad);
+      await waitFor("a warning", () => shown.length > 0, 15_000);
+      await api.mirror.idle();
+      assert.strictEqual(shown.length, 1, JSON.stringify(shown));
+      assert.match(shown[0], /^Ray Sleuth: the cluster did not take the breakpoints of scratch_bad\.py: \S/);
+      // Sending the same set again fails the same way: nothing new is shown.
+      api.mirror.syncAll();
+      await api.mirror.idle();
+      assert.strictEqual(shown.length, 1, `the same failure is not shown twice: ${JSON.stringify(shown)}`);
+      assert.deepStrictEqual(await clusterSet(file), [], "nothing of the file was taken");
+    } finally {
+      vscode.debug.removeBreakpoints(bad);
+      await api.mirror.idle();
+      api.mirror.notifier = original;
+      fs.rmSync(file, { force: true });
+    }
+  });
+
+  it("a [rank 1] breakpoint stops only rank 1 of bp_job.py; its session opens by itself at the line, the others finish; continue ends the job", async function () {
+    this.timeout(240_000);
+    const index = markerIndex(fixture, "# @bp ext-rank-line");
+    const line = index + 1;
+    const bp = sourceBreakpoint(fixture, index, "[rank 1]");
+    vscode.debug.addBreakpoints([bp]);
+    let session: vscode.DebugSession | undefined;
+    let run: FixtureRun | undefined;
+    try {
+      const inSet = await waitFor("GET /v1/breakpoints to list [rank 1] at the marker line", async () => (await clusterSet(fixture)).find((b) => b.line === line), 15_000);
+      assert.strictEqual(inSet.condition, "[rank 1]");
+      assert.strictEqual(inSet.scope, "rank 1");
+      await waitFor("the marker line's annotation", () => api.decorations.annotations(fixture).find((a) => a.line === line && /^ {2}⟵ rank 1 · armed on \d+$/.test(a.text)), 10_000);
+
+      const startedBefore = started.length;
+      run = runFixture();
+      const job = run;
+      session = await whileRunning(job, "rank 1's worker session to open by itself", () => started.slice(startedBefore).find((s) => /^rank 1 · RankWorker · pid \d+$/.test(s.name)), 120_000);
+      const s = session;
+      await waitFor("the session to be one autoAttach opened", () => api.autoAttach.opened.some((o) => o.id === s.id), 20_000);
+      const workerId = (s.configuration as SleuthAttachConfig).__raySleuthWorker;
+      assert.ok(workerId, "the session knows its worker");
+
+      const stopped = await whileRunning(job, "a stopped event in rank 1's session", () => messages.get(s.id)?.find((m) => m.type === "event" && m.event === "stopped"), 45_000);
+      const trace = (await s.customRequest("stackTrace", { threadId: stopped.body?.threadId as number, startFrame: 0, levels: 1 })) as {
+        stackFrames: { name: string; line: number; source?: { path?: string } }[];
+      };
+      const top = trace.stackFrames[0];
+      assert.ok(top, "a top frame");
+      const topPath = top.source?.path ?? "";
+      assert.strictEqual(path.basename(/^[a-z][\w+.-]*:\/\//.test(topPath) ? vscode.Uri.parse(topPath).path : topPath), "bp_job.py", JSON.stringify(top));
+      assert.strictEqual(top.line, line, JSON.stringify(top));
+
+      await whileRunning(job, "ranks 0, 2 and 3 to finish", () => ["rank 0 done", "rank 2 done", "rank 3 done"].every((l) => job.lines.includes(l)), 90_000);
+      assert.ok(!job.lines.includes("rank 1 done"), `rank 1 stays paused: ${JSON.stringify(job.lines)}`);
+      const paused = (await truth.getWorkers()).find((w) => w.id === workerId);
+      assert.strictEqual(paused?.state, "paused", JSON.stringify(paused));
+      assert.strictEqual(paused?.paused_at?.line, line);
+
+      const values = await api.evaluate.evaluate("(self.rank, step)");
+      const mine = values?.find((r) => r.worker === workerId);
+      assert.ok(mine, `rank 1 in the evaluate results: ${JSON.stringify(values)}`);
+      assert.strictEqual(mine.rank, 1);
+      assert.strictEqual(mine.isError, false, mine.text);
+      const m = /^\(1, (\d+)\)$/.exec(mine.text);
+      assert.ok(m, `(rank, step) evaluated in rank 1's frame: ${mine.text}`);
+      const step = Number(m[1]);
+
+      // The user closes the session: the worker runs on, passes the line again
+      // (the next step) and pauses at the same place. That pause must not reopen a session.
+      const ended = whenEnded(s);
+      await vscode.debug.stopDebugging(s);
+      await ended;
+      session = undefined;
+      const again = async (): Promise<WorkerInfo | undefined> => {
+        const w = api.state.workers.find((x) => x.id === workerId);
+        if (w?.state !== "paused" || w.paused_at?.line !== line) {
+          return undefined;
+        }
+        const now = (await truth.evaluate("step", [1])).find((r) => r.worker === workerId);
+        return now?.value === String(step + 1) ? w : undefined;
+      };
+      await whileRunning(job, `rank 1 to pause again at the line, at step ${step + 1}`, again, 45_000);
+      assert.ok(!api.sessions.hasSession(workerId), "no session was reopened for the same pause");
+      assert.strictEqual(started.slice(startedBefore).filter((x) => /^rank 1 · RankWorker/.test(x.name)).length, 1, "one rank 1 session in all");
+
+      // The line is passed on every step: take the breakpoint away, then continue.
+      vscode.debug.removeBreakpoints([bp]);
+      await waitFor("the cluster set to drop the marker line", async () => !(await clusterSet(fixture)).some((b) => b.line === line), 15_000);
+      const continued = await vscode.commands.executeCommand<string[] | undefined>(Commands.continueAll);
+      assert.ok(continued?.includes(workerId), `POST /v1/continue continued rank 1: ${JSON.stringify(continued)}`);
+      await waitFor("rank 1 done and all done", () => job.lines.includes("rank 1 done") && job.lines.includes("all done"), 60_000).catch((err: Error) => {
+        throw new Error(`${err.message}; bp_job.py said: ${job.output()}`);
+      });
+      const code = await Promise.race([job.exited, new Promise<string>((r) => setTimeout(() => r("still running after 60 s"), 60_000).unref())]);
+      assert.strictEqual(code, 0, job.output());
+    } finally {
+      vscode.debug.removeBreakpoints([bp]);
+      if (session) {
+        const ended = whenEnded(session);
+        await vscode.debug.stopDebugging(session);
+        await ended;
+      }
+      if (run) {
+        await stopRun(run);
+      }
+      await api.mirror.idle();
+    }
+    await waitFor("the Ray cluster session to end", () => api.sessions.clusterSession === undefined, 30_000);
+  });
+
+  it("a logpoint and a snapshot point capture without stopping: [rank 3] lines in the Logpoints channel, a rank × variable table", async function () {
+    this.timeout(180_000);
+    const logIndex = markerIndex(fixture, "return value");
+    const snapIndex = markerIndex(fixture, "return total");
+    const logpoint = sourceBreakpoint(fixture, logIndex, "[rank 3]", "value={value}");
+    vscode.debug.addBreakpoints([logpoint]);
+    let run: FixtureRun | undefined;
+    try {
+      const inSet = await waitFor("the logpoint in the cluster set", async () => (await clusterSet(fixture)).find((b) => b.line === logIndex + 1), 15_000);
+      assert.strictEqual(inSet.logMessage, "value={value}");
+      const view = await api.snapshots.capture({ path: fixture, line: snapIndex + 1, ranks: [0, 2] });
+      assert.ok(view, "the snapshot point was created");
+      const startedBefore = started.length;
+      const recentBefore = api.logpoints.recent.length;
+
+      run = runFixture(["--steps", "3"]);
+      const job = run;
+      const code = await Promise.race([job.exited, new Promise<string>((r) => setTimeout(() => r("still running after 120 s"), 120_000).unref())]);
+      assert.strictEqual(code, 0, `bp_job.py ran through without stopping: ${job.output()}`);
+      assert.ok(job.lines.includes("all done"), job.output());
+      assert.strictEqual(started.length, startedBefore, "no session was opened: nothing paused");
+
+      const expected = ["[rank 3] value=300", "[rank 3] value=301", "[rank 3] value=302"];
+      const lines = await waitFor("three logpoint lines of rank 3", () => {
+        const mine = api.logpoints.recent.slice(recentBefore).filter((l) => /^\[rank \d+\] value=/.test(l));
+        return mine.length >= 3 && mine;
+      }, 30_000);
+      assert.deepStrictEqual(lines, expected, "rank 3 only, in order");
+
+      const table = await waitFor("a captured row for ranks 0 and 2", () => {
+        const t = view.table;
+        return t.rows.length >= 2 && t;
+      }, 30_000);
+      assert.deepStrictEqual(table.rows.map((r) => r.rank), [0, 2]);
+      const col = (name: string) => table.columns.indexOf(name);
+      assert.ok(col("total") >= 0 && col("steps") >= 0, `locals of run(): ${JSON.stringify(table.columns)}`);
+      assert.deepStrictEqual(table.rows.map((r) => r.cells[col("total")]), ["3", "603"]);
+      assert.deepStrictEqual(table.rows.map((r) => r.differs[col("total")]), [true, true], "total differs between the ranks");
+      assert.deepStrictEqual(table.rows.map((r) => r.differs[col("steps")]), [false, false], "steps is the same on both");
+      view.close();
+      await waitFor("closing the panel to end the snapshot point", async () => !(await truth.getSnapshots()).some((x) => String(x.id) === view.id), 15_000);
+    } finally {
+      vscode.debug.removeBreakpoints([logpoint]);
+      if (run) {
+        await stopRun(run);
+      }
+      await api.mirror.idle();
+    }
+    await waitFor("the cluster set to forget bp_job.py", async () => (await clusterSet(fixture)).length === 0, 15_000);
+  });
+});
