@@ -87,7 +87,7 @@ def user_frame(frame):
 def evaluate(expression: str) -> dict:
     """Evaluate in the frame where this worker is paused now (after any stepping)."""
     from raysleuth.agent import breakpoint as bp
-    from raysleuth.agent.trigger import bounded_repr
+    from raysleuth.agent.capture import bounded_repr
 
     tid = bp.paused_thread
     if tid is None:  # paused from the editor (DAP pause) or stepping: the task thread

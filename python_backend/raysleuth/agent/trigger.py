@@ -20,37 +20,16 @@ from __future__ import annotations
 
 import gc
 import os
-import reprlib
 import sys
 import threading
 import time
 import types
 
+from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.scope import Scope
 
-MAX_FRAMES = 30
-"""Frames recorded by a snapshot, innermost first."""
-LOCALS_FRAMES = 8
-"""Frames of a snapshot that carry their locals (the innermost ones)."""
-MAX_LOCALS = 60
-"""Locals per frame in a snapshot."""
 LOG_RATE = 50
 """Logpoint lines per point per second; more are counted and reported as dropped."""
-
-_repr = reprlib.Repr()
-_repr.maxstring = 200
-_repr.maxother = 200
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 12
-_repr.maxlevel = 3
-
-
-def bounded_repr(value) -> str:
-    """A short repr that never raises (a repr that fails says so instead)."""
-    try:
-        return _repr.repr(value)
-    except Exception as exc:  # noqa: BLE001 - a user's __repr__ may raise anything
-        return f"<repr failed: {type(exc).__name__}>"
-
 
 class HitCondition:
     """DAP hitCondition as debugpy reads it: `5` (the 5th hit), `>5`, `>=5`, `<5`, `<=5`, `==5`, `%5`."""
@@ -156,28 +135,6 @@ def format_log(message: str, frame) -> str:
             out.append(c)
             i += 1
     return "".join(out)
-
-
-def capture_frames(frame, max_frames: int = MAX_FRAMES, locals_frames: int = LOCALS_FRAMES) -> list[dict]:
-    """The stack from `frame` outward: [{path, line, function, locals}], innermost first."""
-    frames: list[dict] = []
-    f = frame
-    while f is not None and len(frames) < max_frames:
-        entry = {"path": f.f_code.co_filename, "line": f.f_lineno, "function": f.f_code.co_name}
-        if len(frames) < locals_frames:
-            local_vars = {}
-            try:
-                items = list(f.f_locals.items())
-            except Exception:  # noqa: BLE001
-                items = []
-            for name, value in items[:MAX_LOCALS]:
-                local_vars[str(name)] = bounded_repr(value)
-            entry["locals"] = local_vars
-        else:
-            entry["locals"] = {}
-        frames.append(entry)
-        f = f.f_back
-    return frames
 
 
 # --- finding the code of a file ------------------------------------------------------------
@@ -604,8 +561,7 @@ def resume_waiting() -> int:
     """Let every thread that waits for a debugger go on without one ("Continue all paused")."""
     evs = list(_resume_events)
     for ev in evs:
-        ev.resumed = True  # pydevd sets the event itself once a client is there: tell them apart
-        ev.set()
+        resume_one(ev)  # pydevd sets the event itself once a client is there: tell them apart
     return len(evs)
 
 
@@ -664,8 +620,8 @@ def stop_here(agent, frame, point: Point | None) -> None:
         agent.poke()
 
 
-def _wait_for_client() -> bool:
-    """Wait until a debugger is attached (True) or the wait is cancelled (False)."""
+def _wait_for_client(timeout: float | None = None) -> bool:
+    """Wait until a debugger is attached (True), or the wait is cancelled or times out (False)."""
     import pydevd
 
     if pydevd._is_attached():
@@ -673,6 +629,11 @@ def _wait_for_client() -> bool:
     ev = threading.Event()
     ev.resumed = False
     _resume_events.add(ev)
+    timer = None
+    if timeout is not None:
+        timer = threading.Timer(timeout, resume_one, (ev,))
+        timer.daemon = True
+        timer.start()
     try:
         w = getattr(sys.modules.get("ray._private.worker"), "global_worker", None)
         paused = getattr(w, "worker_paused_by_debugger", None) if getattr(w, "connected", False) else None
@@ -683,7 +644,14 @@ def _wait_for_client() -> bool:
             pydevd._wait_for_attach(cancel=ev)
     finally:
         _resume_events.discard(ev)
+        if timer is not None:
+            timer.cancel()
     return not ev.resumed and pydevd._is_attached()
+
+
+def resume_one(ev: threading.Event) -> None:
+    ev.resumed = True
+    ev.set()
 
 
 def _suspend(frame) -> None:

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from raysleuth.agent import capture
 from raysleuth.agent import trigger as trig
 
 
@@ -197,5 +198,5 @@ def test_bounded_repr_never_raises():
         def __repr__(self):
             raise RuntimeError("no")
 
-    assert "Bad" in trig.bounded_repr(Bad())
-    assert len(trig.bounded_repr("x" * 10_000)) < 300
+    assert "Bad" in capture.bounded_repr(Bad())
+    assert len(capture.bounded_repr("x" * 10_000)) < 300
