@@ -135,6 +135,8 @@ class Agent:
             if len(self._pending_emits) == self._pending_emits.maxlen:
                 self.emit_dropped += 1
             self._pending_emits.append((kind, payload))
+            self._next_lookup = 0.0  # look for the registry now, not at the next retry
+            self._wake.set()
             return
         try:
             registry.emit.remote(self._static["id"], kind, payload)

@@ -322,17 +322,18 @@ function uiAttach(browser: Browser, port: number, workspace: string): Promise<Ou
     const parent = callStack.getByText("Ray cluster").first();
     await parent.waitFor({ timeout: 30_000 });
     const child = callStack.getByText(label).first();
-    // The parent row may render collapsed: expand it (a click toggles it) until the child shows.
-    for (let tries = 0; ; tries++) {
-      try {
-        await child.waitFor({ timeout: 5_000 });
-        break;
-      } catch (err) {
-        if (tries >= 5) {
-          throw err;
-        }
-        await parent.click();
+    // The worker session attaches after the parent starts (slower on a loaded machine), and the
+    // parent row may render collapsed: expand it whenever it says so, until the child shows.
+    const parentRow = callStack.locator(".monaco-list-row", { hasText: "Ray cluster" }).first();
+    const deadline = Date.now() + 90_000;
+    while (!(await child.isVisible())) {
+      if (Date.now() > deadline) {
+        throw new Error(`the worker session "${label}" never showed under "Ray cluster" in the Call Stack`);
       }
+      if ((await parentRow.getAttribute("aria-expanded").catch(() => null)) === "false") {
+        await parentRow.click();
+      }
+      await child.waitFor({ timeout: 2_000 }).catch(() => undefined);
     }
     await screenshot(page, "call-stack");
     // Stop the worker session (the focused one): the worker runs on, the parent ends with it.

@@ -77,7 +77,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       cwd: root,
       // As the demo and the Python tests: keep Ray on loopback (else it swaps 127.0.0.1 for the host's IP).
       env: { ...process.env, RAY_ADDRESS: rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: ["pipe", "pipe", "pipe"], // stdin: the end of a --wait-stdin run
     });
     const lines: string[] = [];
     let all = "";
@@ -361,10 +361,13 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       const startedBefore = started.length;
       const recentBefore = api.logpoints.recent.length;
 
-      run = runFixture(["--steps", "3"]);
+      // --wait-stdin: the job's actors stay until the rows are in (Ray force-kills them when the
+      // driver exits, and a row still in flight would go with them).
+      run = runFixture(["--steps", "3", "--wait-stdin"]);
       const job = run;
-      const code = await Promise.race([job.exited, new Promise<string>((r) => setTimeout(() => r("still running after 120 s"), 120_000).unref())]);
-      assert.strictEqual(code, 0, `bp_job.py ran through without stopping: ${job.output()}`);
+      await waitFor("bp_job.py to run through without stopping", () => job.lines.includes("all done") || job.child.exitCode !== null, 120_000).catch((err: Error) => {
+        throw new Error(`${err.message}; bp_job.py said: ${job.output()}`);
+      });
       assert.ok(job.lines.includes("all done"), job.output());
       assert.strictEqual(started.length, startedBefore, "no session was opened: nothing paused");
 
@@ -385,6 +388,9 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       assert.deepStrictEqual(table.rows.map((r) => r.cells[col("total")]), ["3", "603"]);
       assert.deepStrictEqual(table.rows.map((r) => r.differs[col("total")]), [true, true], "total differs between the ranks");
       assert.deepStrictEqual(table.rows.map((r) => r.differs[col("steps")]), [false, false], "steps is the same on both");
+      job.child.stdin?.end("\n");
+      const code = await Promise.race([job.exited, new Promise<string>((r) => setTimeout(() => r("still running 60 s after stdin closed"), 60_000).unref())]);
+      assert.strictEqual(code, 0, job.output());
       view.close();
       await waitFor("closing the panel to end the snapshot point", async () => !(await truth.getSnapshots()).some((x) => String(x.id) === view.id), 15_000);
     } finally {
