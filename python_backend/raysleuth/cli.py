@@ -63,6 +63,12 @@ def cmd_logs(args) -> int:
     return follow_logs(_client(args), json_out=args.json, follow=args.follow)
 
 
+def cmd_crashes(args) -> int:
+    from raysleuth.crashcmd import run_crashes
+
+    return run_crashes(_client(args), args.id, args.json)
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -116,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(lg)
     lg.set_defaults(fn=cmd_logs)
+
+    cr = sub.add_parser("crashes", help="crash records, newest first; or one record in full")
+    cr.add_argument("id", nargs="?", help="a crash id: print its stack, locals and evidence")
+    cr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(cr)
+    cr.set_defaults(fn=cmd_crashes)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")

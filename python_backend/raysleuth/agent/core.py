@@ -51,6 +51,30 @@ def _points_from_kv() -> dict | None:
         return None
 
 
+_fault_log = None
+"""Our own faulthandler file, where Ray left faulthandler off."""
+
+
+def _fault_file() -> str | None:
+    """Where a fatal error's faulthandler text goes: Ray's .err log of this worker (its stderr),
+    or, where faulthandler is off, a `raysleuth-fault-<pid>.log` next to the agent's log."""
+    global _fault_log
+    try:
+        import faulthandler
+
+        if not faulthandler.is_enabled():
+            from raysleuth.agent.log import _log_dir
+
+            path = os.path.join(_log_dir(), f"raysleuth-fault-{os.getpid()}.log")
+            _fault_log = open(path, "a")  # noqa: SIM115 - stays open for the life of the process
+            faulthandler.enable(_fault_log, all_threads=True)
+            return path
+        path = os.readlink(f"/proc/{os.getpid()}/fd/2")
+        return path if path.startswith("/") else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
 def ray_connected() -> bool:
     w = _ray_worker()
     return bool(w is not None and getattr(w, "connected", False))
@@ -143,6 +167,30 @@ class Agent:
         except Exception:  # noqa: BLE001
             self.emit_dropped += 1
 
+    def report_crash(self, record: dict) -> dict | None:
+        """Send a crash record to the broker from the failing task's thread: {id, hold, watched}.
+
+        Waits for the answer (a few ms; at most CRASH_CALL_TIMEOUT_S): the hold depends on it.
+        Without a broker the record waits with the logpoint lines for one to appear.
+        """
+        import ray
+
+        from raysleuth.agent.postmortem import CRASH_CALL_TIMEOUT_S
+
+        if self._static is None:
+            return None
+        registry = self._registry
+        if registry is None:
+            self._next_lookup = 0.0
+            registry = self._lookup()
+        if registry is not None:
+            try:
+                return ray.get(registry.crash.remote(self._static["id"], record), timeout=CRASH_CALL_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001
+                self.log.info("sending a crash record failed (%s); it waits for the broker", type(exc).__name__)
+        self.emit("crash", record)
+        return None
+
     def _flush_emits(self) -> None:
         while self._pending_emits and self._registry is not None:
             kind, payload = self._pending_emits.popleft()
@@ -209,6 +257,10 @@ class Agent:
 
             bp.install()
             self._install_loadhook()
+            from raysleuth.agent import postmortem
+
+            postmortem.install(self)
+            self._static["fault_file"] = _fault_file()
         return True
 
     def _install_loadhook(self) -> None:
@@ -264,6 +316,13 @@ class Agent:
         if bp is not None and bp.paused_at is not None:
             info["state"] = "paused"
             info["paused_at"] = dict(bp.paused_at)
+        pm = sys.modules.get("raysleuth.agent.postmortem")
+        if pm is not None and pm.crashed is not None:
+            c = pm.crashed
+            info["state"] = "crashed"
+            info["paused_at"] = {"path": c["path"], "line": c["line"], "reason": "exception"}
+            info["crash"] = c["crash"]
+            info["held_until"] = c["held_until"]
         info["agent_source"] = self.source
         info["bp_version"] = self.bp_version
         t = self.trigger
@@ -313,8 +372,12 @@ class Agent:
             return None
 
     def _loop(self) -> None:
+        from raysleuth.agent import gpu
+
         while not self._stop.is_set():
             info = self.report()
+            if not info.get("driver"):
+                info["gpu"] = gpu.sample()  # the last one is kept for a worker that dies
             if self.disabled:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return

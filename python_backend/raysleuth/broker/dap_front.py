@@ -61,6 +61,8 @@ class DapSession:
         self.breakpoint_sources: set[str] = set()
         """Worker-side paths this session set breakpoints in (cleared when it ends)."""
         self.configured = False
+        self.replay = None
+        """A read-only session over a stored crash record (attach {crash})."""
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
 
@@ -129,6 +131,8 @@ class DapSession:
         if self.link is not None:
             await self.respond(request, error="Ray Sleuth: this session is attached already.")
             return True
+        if args.get("crash") is not None and await self._attach_crash(request, args):
+            return True
         try:
             worker = self.broker.resolve_target(args)
             mappings = list(args.get("pathMappings") or [])
@@ -149,12 +153,61 @@ class DapSession:
         await self.event("initialized")
         return True
 
+    async def _attach_crash(self, request: dict, args: dict) -> bool:
+        """attach {crash}: the live worker while it is held for this crash, else a replay.
+
+        True when answered here; False to attach live to the held worker (args gets `worker`).
+        """
+        from raysleuth.broker.replay import Replay
+
+        crash_id = str(args["crash"])
+        rec = self.broker.crashes.get(crash_id)
+        if rec is None:
+            await self.respond(
+                request,
+                error=f"Ray Sleuth: no crash record {crash_id}. List them with `raysleuth crashes`.",
+            )
+            return True
+        held = next(
+            (
+                w
+                for w in self.broker.workers()
+                if w["state"] == "crashed" and w.get("crash") == crash_id and w.get("agent")
+            ),
+            None,
+        )
+        if held is not None:
+            args["worker"] = held["id"]
+            return False
+        self.replay = Replay(rec)
+        self.paths = PathMapper(list(args.get("pathMappings") or []))
+        await self.respond(request)
+        await self.output(
+            f"Ray Sleuth: crash {crash_id} ({self.replay.description()[:200]}) — the worker is gone; "
+            "this is a read-only replay of the stored stack and locals."
+        )
+        await self.event("initialized")
+        return True
+
+    async def _replay_answer(self, request: dict) -> None:
+        args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        try:
+            body, error = self.replay.answer(request.get("command"), args)
+        except (TypeError, ValueError) as exc:
+            body, error = None, f"Ray Sleuth: bad arguments: {exc}"
+        if error is not None:
+            await self.respond(request, error=error)
+        else:
+            await self.respond(request, self.paths.map_message(body, to_remote=False))
+
     async def _progress(self, text: str) -> None:
         await self.output(f"Ray Sleuth: {text}")
 
     async def configurationDone_request(self, request: dict) -> bool:
         await self.respond(request)
         self.configured = True
+        if self.replay is not None:
+            await self.event("stopped", self.replay.stopped_event())
         if self.link is not None:
             # The worker may have stopped before this client came: say where, as debugpy won't.
             for tid, body in list(self.link.stopped.items()):
@@ -249,6 +302,8 @@ class DapSession:
                 if handler is not None:
                     if not await handler(request):
                         return
+                elif self.replay is not None:
+                    await self._replay_answer(request)
                 elif self.link is None:
                     await self.respond(
                         request,

@@ -89,11 +89,22 @@ def make_app(broker) -> web.Application:
         queue = broker.hub.subscribe()
         try:
             await resp.write(format_sse("workers", broker.workers()))
+            quiet = 0.0
             while True:
                 try:
-                    frame = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                    frame = await asyncio.wait_for(queue.get(), 1.0)
+                    quiet = 0.0
                 except asyncio.TimeoutError:
-                    frame = b": keepalive\n\n"
+                    # A client that went away stops counting as a watcher within a second
+                    # (the post-mortem hold depends on who watches).
+                    if request.transport is None or request.transport.is_closing():
+                        break
+                    quiet += 1.0
+                    if quiet < KEEPALIVE_S:
+                        continue
+                    quiet, frame = 0.0, b": keepalive\n\n"
+                if frame is None:  # the broker stops
+                    break
                 await resp.write(frame)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -155,7 +166,22 @@ def make_app(broker) -> web.Application:
             raise BadRequest("'since' must be an integer", "Pass the last seq you saw: ?since=42.") from None
         return web.json_response([r for r in broker.logs if r["seq"] > since])
 
+    async def get_crashes(request: web.Request) -> web.Response:
+        return web.json_response(broker.crashes.summaries())
+
+    async def get_crash(request: web.Request) -> web.Response:
+        from raysleuth.broker.crashes import detail
+
+        rec = broker.crashes.get(request.match_info["id"])
+        if rec is None:
+            raise NotFound(
+                f"No crash record {request.match_info['id']}.", "List them: GET /v1/crashes or `raysleuth crashes`."
+            )
+        return web.json_response(detail(rec))
+
     app = web.Application(middlewares=[errors_and_auth])
+    app.router.add_get("/v1/crashes", get_crashes)
+    app.router.add_get("/v1/crashes/{id}", get_crash)
     app.router.add_get("/v1/breakpoints", get_breakpoints)
     app.router.add_put("/v1/breakpoints", put_breakpoints)
     app.router.add_delete("/v1/breakpoints", delete_breakpoints)

@@ -36,6 +36,8 @@ class SleuthRegistry:
         self._emit_event = asyncio.Event()
         self._emit_next: dict[str, int] = {}  # per worker: the item number expected next
         self._emit_held: dict[str, dict[int, tuple]] = {}  # per worker: items that came early
+        self._watched = False
+        self._hold = 0.0
 
     def _bump(self) -> None:
         self._version += 1
@@ -181,9 +183,23 @@ class SleuthRegistry:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
+    # --- post-mortem ------------------------------------------------------------------------
+
+    async def set_watch(self, watched: bool, hold: float) -> None:
+        """Whether a client watches the broker's stream now, and the hold time to give then."""
+        self._watched = bool(watched)
+        self._hold = float(hold)
+
+    async def crash(self, worker_id: str, record: dict) -> dict:
+        """A crash record from an agent: stored by the broker; answers how long to hold."""
+        crash_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        record = dict(record, id=crash_id)
+        self._publish(worker_id, "crash", record)
+        return {"id": crash_id, "watched": self._watched, "hold": self._hold if self._watched else 0.0}
+
     async def ping(self) -> str:
         return "pong"
 
 
 def _without_times(info: dict) -> dict:
-    return {k: v for k, v in info.items() if k not in ("time", "received")}
+    return {k: v for k, v in info.items() if k not in ("time", "received", "gpu")}

@@ -95,5 +95,28 @@ class NodeRelay:
             if conn.pump:
                 conn.pump.cancel()
 
+    async def fault_text(self, path: str, max_bytes: int = 64 * 1024) -> str | None:
+        """The last fatal-error report (faulthandler's text) in a dead worker's stderr file.
+
+        Only files in this node's Ray session folder or temp dir are read.
+        """
+        import os
+        import tempfile
+
+        real = os.path.realpath(path)
+        roots = [os.path.realpath(tempfile.gettempdir())]
+        try:
+            node = ray._private.worker.global_worker.node
+            roots += [os.path.realpath(node.get_session_dir_path()), os.path.realpath(node.get_temp_dir_path())]
+        except Exception:  # noqa: BLE001
+            pass
+        if not any(real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
+            return None
+        with open(real, "rb") as f:
+            f.seek(max(0, os.path.getsize(real) - max_bytes))
+            text = f.read().decode("utf-8", "replace")
+        at = text.rfind("Fatal Python error")
+        return text[at:] if at >= 0 else None
+
     async def connections(self) -> int:
         return len(self._conns)

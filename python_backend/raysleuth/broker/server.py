@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -21,6 +22,8 @@ from aiohttp import web
 
 from raysleuth import __version__, names
 from raysleuth.broker.auth import load_or_create_token
+from raysleuth.broker.crashes import CrashStore
+from raysleuth.broker.crashes import summary as crash_summary
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.points import ClusterPoints, public
 from raysleuth.broker.state_api import StateApiClient
@@ -36,6 +39,12 @@ STATE_POLL_S = float(os.environ.get("RAYSLEUTH_STATE_POLL_S", "1.0"))
 LINK_IDLE_S = float(os.environ.get("RAYSLEUTH_LINK_IDLE_S", "30"))
 """A link no session uses and no stop holds is closed after this many seconds: while debugpy has a
 client it keeps watching the worker's code (measured 1.76x on 3.12); a new attach reopens it."""
+
+HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
+"""How long a crashed worker waits for an attach while a client watches the stream."""
+
+DEATH_TYPES = {"SYSTEM_ERROR": "worker_died", "NODE_OUT_OF_MEMORY": "oom"}
+"""Ray's exit types of an unexpected death (a crash record each) and the record's kind."""
 
 CHANGES_WAIT_S = 5.0
 """Long-poll window on the registry actor; also how often last_seen refreshes at the latest."""
@@ -107,6 +116,11 @@ class Broker:
         self.logs: collections.deque = collections.deque(maxlen=5000)
         """Logpoint lines, oldest first, each with a `seq`."""
         self._log_seq = 0
+        self.crashes = CrashStore(state_dir)
+        self._seen_alive: set[str] = set()
+        """Workers this broker saw alive: only their deaths are news."""
+        self._deaths_done: set[str] = set()
+        self.hub.on_watchers = lambda n: asyncio.ensure_future(self.push_watch())
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
@@ -133,6 +147,7 @@ class Broker:
             "workers": sum(1 for w in self._workers if w["state"] != "exited"),
             "agents": sum(1 for w in self._workers if w["agent"] and w["state"] != "exited"),
             "watchers": self.hub.watchers,
+            "crashes": len(self.crashes.records()),
             "started": self.started,
         }
 
@@ -143,6 +158,9 @@ class Broker:
             if link is not None and link.stopped and w["state"] != "exited":
                 w["state"] = "paused"
                 w["paused_at"] = link.paused_at
+            if w.get("crash") is None:
+                rec = self.crashes.latest_for(w["id"])
+                w["crash"] = rec["id"] if rec is not None else None
         self._workers = workers
         view = comparable(self._workers)
         if view != self._published:
@@ -304,6 +322,8 @@ class Broker:
                 rec["error"] = True
             self.logs.append(rec)
             self.hub.publish("log", rec)
+        elif item.get("kind") == "crash":
+            self.add_crash(dict(data, worker=dict(w) if w else {"id": item.get("worker"), **who}))
         elif item.get("kind") == "snapshot":
             row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
             if self.points.add_row(data.get("id"), row):
@@ -332,6 +352,85 @@ class Broker:
                 except Exception:  # noqa: BLE001
                     log.exception("bad emitted item")
 
+    # --- post-mortem --------------------------------------------------------------------------
+
+    def add_crash(self, rec: dict) -> dict:
+        worker = rec.get("worker") or {}
+        ident = rec.pop("identity", None) or {}
+        for k in ("rank", "actor_class", "actor_name", "actor_id", "pid", "node_id", "node_ip", "job_id"):
+            if worker.get(k) is None and ident.get(k) is not None:
+                worker[k] = ident[k]
+        if rec.get("task") and not worker.get("task"):
+            worker["task"] = rec["task"]
+        rec["worker"] = worker
+        rec = self.crashes.add(rec)
+        log.info("crash %s: %s %s", rec["id"], rec.get("kind"), rec.get("exc_type") or "")
+        self.hub.publish("crash", crash_summary(rec))
+        self.recompute()
+        return rec
+
+    async def push_watch(self) -> None:
+        """Tell the registry whether anyone watches: crashed workers are held only then."""
+        if self.registry is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.registry.set_watch.remote(self.hub.watchers > 0, HOLD_S)
+
+    def _note_deaths(self, snap: StateSnapshot) -> None:
+        """Workers seen alive that died unexpectedly (SIGKILL, segfault, os._exit, OOM): a record each."""
+        reports = {r.get("id"): r for r in self.reports if r.get("id")}
+        for sw in snap.workers:
+            wid = sw.get("worker_id")
+            if sw.get("worker_type") not in (None, "WORKER") or not wid:
+                continue
+            if sw.get("is_alive"):
+                self._seen_alive.add(wid)
+                continue
+            kind = DEATH_TYPES.get(sw.get("exit_type") or "")
+            seen = wid in self._seen_alive or (wid in reports and not reports[wid].get("goodbye"))
+            if kind is None or not seen or wid in self._deaths_done:
+                continue
+            if wid not in reports and not any(
+                a.get("pid") == sw.get("pid") and a.get("node_id") == sw.get("node_id") for a in snap.actors
+            ):
+                continue  # an idle pool worker of no actor nor agent: nothing to look at
+            self._deaths_done.add(wid)
+            log.info("worker %s died (%s): recording it", wid[:8], sw.get("exit_type"))
+            task = asyncio.ensure_future(self._record_death(sw, reports.get(wid)))
+            task.add_done_callback(lambda t: t.cancelled() or not t.exception() or log.error(
+                "recording a worker death failed", exc_info=t.exception()))
+
+    async def _record_death(self, sw: dict, report: dict | None) -> None:
+        wid = sw["worker_id"]
+        w = next((x for x in self._workers if x["id"] == wid), None) or {"id": wid, "pid": sw.get("pid")}
+        detail = (sw.get("exit_detail") or "").strip()
+        kind = DEATH_TYPES[sw["exit_type"]]
+        fault = None
+        path = (report or {}).get("fault_file")
+        if path:
+            try:
+                relay = await self.relay_for(sw.get("node_id"))
+                fault = await asyncio.wait_for(relay.fault_text.remote(path), 10)
+            except Exception as exc:  # noqa: BLE001 - the record still tells what Ray knows
+                log.info("faulthandler text of %s: %s", wid[:8], exc)
+        if fault and kind == "worker_died" and "Segmentation fault" in fault:
+            kind = "segfault"
+        last = dict(report) if report else None
+        rec = {
+            "kind": kind,
+            "time": (sw.get("end_time_ms") or time.time() * 1000) / 1000.0,
+            "exc_type": None,
+            "message": detail.splitlines()[0] if detail else f"the worker died ({sw.get('exit_type')})",
+            "exit_type": sw.get("exit_type"),
+            "exit_detail": detail,
+            "faulthandler": fault,
+            "frames": _fault_frames(fault),
+            "gpu": (last or {}).get("gpu"),
+            "last_report": last,
+            "worker": dict(w),
+        }
+        self.add_crash(rec)
+
     async def resume_all_waiting(self) -> None:
         """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""
         waiting = [w for w in self._workers if w["state"] == "paused" and w.get("agent")]
@@ -343,6 +442,7 @@ class Broker:
     def take_snapshot(self, snap: StateSnapshot) -> None:
         """A new State API snapshot: Ray's own debugger ports, a relay on every node, the table."""
         self.state = snap
+        self._note_deaths(snap)
         self.ray_debugger_ports = {
             sw["worker_id"]: sw["debugger_port"]
             for sw in snap.workers
@@ -530,6 +630,7 @@ class Broker:
                 with contextlib.suppress(Exception):
                     await self.start_registry()
                     await self.push_points()
+                    await self.push_watch()
                 version = -1
                 continue
             version = res["version"]
@@ -556,6 +657,7 @@ class Broker:
         self.state_api = StateApiClient(self.ray_context.dashboard_url)
         await self.start_registry()
         await self.push_points()
+        await self.push_watch()
         first = await self.state_api.snapshot()
         if first is None:
             log.warning(
@@ -613,6 +715,8 @@ class Broker:
                     await asyncio.wait_for(link.close("the broker stopped"), 2)
             for t in tasks:
                 t.cancel()
+            self.hub.on_watchers = None
+            self.hub.close()
             dap_server.close()
             await asyncio.wait_for(runner.cleanup(), 3)
             await self.state_api.close()
@@ -627,6 +731,21 @@ class Broker:
                 ray.kill(self.registry)
         with contextlib.suppress(Exception):
             ray.shutdown()
+
+
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def _fault_frames(text: str | None) -> list[dict]:
+    """faulthandler's 'File "x.py", line 12 in f' lines (innermost first) as record frames."""
+    out = []
+    for line in (text or "").splitlines():
+        m = _FAULT_FRAME.match(line)
+        if m:
+            out.append({"path": m["path"], "line": int(m["line"]), "function": m["function"], "locals": {}})
+        elif out and not line.strip():
+            break  # the first thread's stack only: the one that faulted
+    return out
 
 
 def _kv_put_points(data: dict | None) -> None:

@@ -40,9 +40,12 @@ WORKER_FIELDS = (
     "last_seen",
     "cwd",
     "armed",
+    "crash",
+    "held_until",
 )
 """The contract's fields of a worker object, in order (`cwd` extends it, for path mapping;
-`armed` lists the ids of cluster points armed in the worker now)."""
+`armed` lists the ids of cluster points armed in the worker now; `crash` is the id of its latest
+crash record, `held_until` the time a crashed worker held for an attach is let go)."""
 
 
 @dataclass
@@ -152,9 +155,12 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
         elif not known_to_ray and received is not None and now - received > STALE_AFTER_S:
             w["state"] = "exited"
         elif w["state"] != "exited":
-            if rep.get("state") == "paused":
-                w["state"] = "paused"
+            if rep.get("state") in ("paused", "crashed"):
+                w["state"] = rep["state"]
                 w["paused_at"] = rep.get("paused_at")
+                if rep["state"] == "crashed":
+                    w["crash"] = rep.get("crash")
+                    w["held_until"] = rep.get("held_until")
             elif not known_to_ray:
                 w["state"] = "running" if w.get("task") else "idle"
         table[wid] = w

@@ -1,0 +1,260 @@
+"""Post-mortem inside a worker: capture an uncaught exception at the raise site, hold for attach.
+
+Ray asks `ray.util.pdb._is_ray_debugger_post_mortem_enabled()` in the except block where a task
+or actor method failed (before it wraps the error in a RayTaskError), and calls
+`ray.util.pdb._post_mortem()` there when the answer is yes. That is Ray's RAY_DEBUG_POST_MORTEM=1
+switch, which waits for a debugger forever and keeps nothing. The agent answers yes itself (no
+env var, no code change) and puts its own `_post_mortem` in place, which
+
+1. records the exception, the traceback's frames with bounded reprs of their locals, the worker,
+   a GPU memory sample and the worker's last events, and sends the record to the broker;
+2. if the broker says someone is watching, holds the worker for an attach, at most the hold
+   time: an attached session stops at the raise frame with reason `exception`;
+3. returns, always, without raising: Ray then raises its usual RayTaskError in the caller.
+
+Ray Data also asks the switch, to keep a UDF's original exception: it gets Ray's own answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+
+HOLD_ENV = "RAYSLEUTH_POSTMORTEM_HOLD"
+CRASH_CALL_TIMEOUT_S = 5.0
+LOCALS_FRAMES = 30
+"""Frames of a crash record that carry their locals (innermost first)."""
+MAX_TRACEBACK_CHARS = 20_000
+MAX_EVENTS = 20
+
+SKIPPED_TYPES = ("KeyboardInterrupt", "SystemExit", "GeneratorExit", "AsyncioActorExit", "TaskCancelledError")
+"""Exceptions that end a task on purpose: no crash record."""
+
+crashed: dict | None = None
+"""{crash, path, line, reason, held_until} while this worker is held after a crash."""
+
+_in_capture = threading.local()
+_installed = False
+
+
+def install(agent) -> bool:
+    """Put our post-mortem in Ray's place. Idempotent; False if Ray has no such switch."""
+    global _installed
+    if _installed:
+        return True
+    try:
+        import ray.util.rpdb as rpdb
+    except Exception:  # noqa: BLE001
+        return False
+    original_enabled = getattr(rpdb, "_is_ray_debugger_post_mortem_enabled", None)
+    if original_enabled is None or not hasattr(rpdb, "_post_mortem"):
+        return False
+
+    def _is_ray_debugger_post_mortem_enabled():
+        try:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+        except (ValueError, AttributeError):
+            caller = ""
+        if isinstance(caller, str) and caller.startswith("ray.data"):
+            return original_enabled()
+        return not agent.disabled
+
+    def _post_mortem():
+        on_exception(agent, sys.exc_info())
+
+    _is_ray_debugger_post_mortem_enabled.raysleuth = True
+    _post_mortem.raysleuth = True
+    rpdb._is_ray_debugger_post_mortem_enabled = _is_ray_debugger_post_mortem_enabled
+    rpdb._post_mortem = _post_mortem
+    _installed = True
+    return True
+
+
+def _qualified(t: type) -> str:
+    mod = getattr(t, "__module__", "") or ""
+    name = getattr(t, "__qualname__", getattr(t, "__name__", "?"))
+    return name if mod in ("builtins", "") else f"{mod}.{name}"
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception as e:  # noqa: BLE001
+        text = f"<str() failed: {type(e).__name__}>"
+    return text if len(text) <= 2000 else text[:2000] + "…"
+
+
+def _ray_internal(path: str) -> bool:
+    ray = sys.modules.get("ray")  # imported in every worker; never imported here
+    ray_file = getattr(ray, "__file__", None)
+    if ray_file and path.startswith(os.path.dirname(ray_file) + os.sep):
+        return True
+    return path.endswith(".pyx") or "/ray/_raylet" in path
+
+
+def _user_part(frames: list) -> list:
+    """Drop the outermost frames while they are Ray's task executor (innermost first list), and
+    the tracing wrappers Ray puts around every actor method (`_resume_span`), wherever they are."""
+    end = len(frames)
+    while end > 1 and _ray_internal(frames[end - 1][0].f_code.co_filename):
+        end -= 1
+    kept = [
+        (f, line)
+        for f, line in frames[:end]
+        if not (f.f_code.co_filename.replace(os.sep, "/").endswith("ray/util/tracing/tracing_helper.py"))
+    ]
+    return kept or frames[:end]
+
+
+def _chain(exc: BaseException) -> list[dict]:
+    out = []
+    seen = {id(exc)}
+    cur = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    while cur is not None and id(cur) not in seen and len(out) < 5:
+        seen.add(id(cur))
+        out.append({"exc_type": _qualified(type(cur)), "message": _message(cur)})
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out
+
+
+def _events(agent) -> list[dict]:
+    from raysleuth.agent.capture import bounded_repr
+
+    out = []
+    for ev in list(agent.events)[-MAX_EVENTS:]:
+        try:
+            fields = {str(k): bounded_repr(v) for k, v in dict(ev.get("fields") or {}).items()}
+            out.append({"t": ev.get("t"), "name": str(ev.get("name")), "fields": fields})
+        except Exception:  # noqa: BLE001
+            continue
+    return out
+
+
+def _task() -> dict:
+    out: dict = {}
+    ray = sys.modules.get("ray")
+    try:
+        if ray is None or not ray.is_initialized():  # get_runtime_context() would start a Ray
+            return out
+        ctx = ray.get_runtime_context()
+        out["task_id"] = ctx.get_task_id()
+        name = getattr(ctx, "get_task_name", None)
+        out["task"] = name() if name is not None else None
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def build_record(agent, exc_info) -> dict:
+    """The crash record of `exc_info` (the exception being handled), bounded in size and time."""
+    from raysleuth.agent import capture, gpu
+
+    t0 = time.perf_counter()
+    exc_type, exc, tb = exc_info
+    frames = _user_part(capture.traceback_frames(tb))
+    entries = capture.frames_record(frames, locals_frames=LOCALS_FRAMES)
+    try:
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+    except Exception:  # noqa: BLE001
+        text = ""
+    record = {
+        "kind": "exception",
+        "time": time.time(),
+        "exc_type": _qualified(exc_type),
+        "message": _message(exc),
+        "traceback": text[-MAX_TRACEBACK_CHARS:],
+        "frames": entries,
+        "sources": capture.sources_of(entries),
+        "chain": _chain(exc),
+        "identity": agent.identity(),
+        **_task(),
+        "gpu": gpu.sample(),
+        "events": _events(agent),
+        "faulthandler": None,
+    }
+    record["capture_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    return record
+
+
+def hold_seconds(answer: dict | None) -> float:
+    """How long to hold: the broker's answer (0 when nobody watches), capped by our env var."""
+    if not answer or not answer.get("watched"):
+        return 0.0
+    env = os.environ.get(HOLD_ENV)
+    try:
+        seconds = float(env) if env not in (None, "") else float(answer.get("hold", 0) or 0)
+    except ValueError:
+        seconds = float(answer.get("hold", 0) or 0)
+    return max(0.0, seconds)
+
+
+def on_exception(agent, exc_info) -> None:
+    """Capture, report, maybe hold. Never raises; re-entry (a crash in our own code) is ignored."""
+    if getattr(_in_capture, "active", False) or agent.disabled or exc_info[1] is None:
+        return
+    if type(exc_info[1]).__name__ in SKIPPED_TYPES:
+        return
+    _in_capture.active = True
+    try:
+        record = build_record(agent, exc_info)
+        answer = agent.report_crash(record)
+        hold = hold_seconds(answer)
+        if hold > 0 and answer.get("id"):
+            _hold(agent, exc_info, record, answer["id"], hold)
+    except Exception:  # noqa: BLE001 - Ray raises the user's error as usual, whatever happens here
+        try:
+            agent.log.exception("post-mortem capture failed")
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        _in_capture.active = False
+
+
+def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
+    global crashed
+    from raysleuth.agent import commands, trigger
+
+    commands.open_listener()
+    top = record["frames"][0] if record["frames"] else {}
+    crashed = {
+        "crash": crash_id,
+        "path": top.get("path"),
+        "line": top.get("line"),
+        "reason": "exception",
+        "held_until": time.time() + hold,
+    }
+    agent.poke()
+    agent.log.info("%s holds crash %s for %.0f s", agent, crash_id, hold)
+    try:
+        if trigger._wait_for_client(timeout=hold):
+            _stop_at_exception(exc_info)
+    finally:
+        crashed = None
+        agent.poke()
+
+
+def _stop_at_exception(exc_info) -> None:
+    """Stop in debugpy at the traceback's innermost frame, as an unhandled exception stops."""
+    import pydevd
+
+    py_db = pydevd.get_global_debugger()
+    trigger_handler = getattr(py_db, "trigger_exception_handler", None)
+    if trigger_handler is not None:
+        trigger_handler(exc_info, as_uncaught=False)
+        return
+    # Older pydevd: what trigger_exception_handler does, by hand.
+    tb = exc_info[2]
+    frame = None
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+    thread = threading.current_thread()
+    info = py_db.set_additional_thread_info(thread)
+    info.is_tracing += 1
+    try:
+        py_db.do_stop_on_unhandled_exception(thread, frame, None, exc_info)
+    finally:
+        info.is_tracing -= 1

@@ -1,0 +1,194 @@
+"""Crash records: kept on disk in the broker's state dir, listed newest first, with hints.
+
+A record is one JSON file, `<state_dir>/crashes/<id>.json`, written atomically; the store loads
+them at start, so records outlive the broker and the worker. At most `RAYSLEUTH_CRASH_KEEP`
+(default 200) are kept: the oldest go first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger("raysleuth.broker")
+
+KEEP_DEFAULT = 200
+RESTART_LOOP_COUNT = 3
+RESTART_LOOP_WINDOW_S = 600.0
+SUMMARY_FIELDS = ("id", "time", "kind", "exc_type", "message", "hint", "worker", "held_until")
+KINDS = ("exception", "worker_died", "oom", "segfault")
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+
+
+def new_id() -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def valid_id(crash_id: str) -> bool:
+    return bool(_ID.match(crash_id or ""))
+
+
+# --- hints, from the article's table of common errors (../shared/seed) ------------------------
+
+_HINTS: list[tuple[re.Pattern, str]] = [
+    (
+        re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED", re.I),
+        "CUDA ran out of memory on this worker: look at its GPU sample (peak vs total), lower the "
+        "batch size or free cached blocks (torch.cuda.empty_cache()), or give it a GPU of its own.",
+    ),
+    (
+        re.compile(r"Pickl|serializ|cloudpickle|Can't pickle|cannot pickle", re.I),
+        "An object could not be serialized between Ray tasks: pass plain data, or create the "
+        "object (lock, socket, CUDA stream, open file) inside the task or actor instead.",
+    ),
+    (
+        re.compile(r"ConnectionRefused|Connection refused|NodeDiedError|node .* (died|lost)|GCS", re.I),
+        "A connection between nodes failed: check the firewall and that every node can reach "
+        "the head node (ray status); a node may have died.",
+    ),
+]
+
+
+def hint_for(rec: dict, restarts: int = 0) -> str:
+    """One line telling the user what to look at first for this record."""
+    if restarts >= RESTART_LOOP_COUNT:
+        return (
+            f"This actor crashed {restarts} times in {RESTART_LOOP_WINDOW_S / 60:.0f} minutes: it is in "
+            "a restart loop (max_restarts). Fix the first crash; a restarted actor hits it again."
+        )
+    kind = rec.get("kind")
+    if kind == "oom":
+        return (
+            "The node ran out of memory and Ray's memory monitor (or the kernel's OOM killer) ended "
+            "the worker: lower its memory use or set num_cpus/memory so fewer tasks share a node."
+        )
+    if kind == "segfault":
+        return (
+            "Native code crashed the process (segmentation fault): the faulthandler text shows the "
+            "Python stack at the fault; look at the C extension called there."
+        )
+    text = " ".join(
+        str(x)
+        for x in [rec.get("exc_type"), rec.get("message"), *(c.get("exc_type") for c in rec.get("chain") or [])]
+        if x
+    )
+    for pattern, hint in _HINTS:
+        if pattern.search(text):
+            return hint
+    if kind == "worker_died":
+        return (
+            "The worker process died (RAY_ERROR_WORKER_DIED): a native crash, os._exit, or a kill "
+            "from outside. Its last heartbeat and GPU sample are in the record."
+        )
+    return "Open the record to see the stack and the locals at the raise site."
+
+
+# --- the store --------------------------------------------------------------------------------
+
+
+class CrashStore:
+    def __init__(self, state_dir: Path, keep: int | None = None) -> None:
+        self.dir = Path(state_dir) / "crashes"
+        self.keep = keep if keep is not None else int(os.environ.get("RAYSLEUTH_CRASH_KEEP", KEEP_DEFAULT))
+        self._records: dict[str, dict] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.dir.is_dir():
+            return
+        for path in self.dir.glob("*.json"):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                log.warning("unreadable crash record %s: skipped", path)
+                continue
+            if isinstance(rec, dict) and valid_id(rec.get("id", "")):
+                self._records[rec["id"]] = rec
+        self._trim()
+
+    def _trim(self) -> None:
+        over = len(self._records) - max(1, self.keep)
+        if over <= 0:
+            return
+        for rec in sorted(self._records.values(), key=lambda r: r.get("time") or 0)[:over]:
+            self._records.pop(rec["id"], None)
+            try:
+                (self.dir / f"{rec['id']}.json").unlink()
+            except OSError:
+                pass
+
+    def restarts(self, rec: dict) -> int:
+        """Crashes of the same actor within the restart-loop window, this one included."""
+        actor = (rec.get("worker") or {}).get("actor_id")
+        if not actor:
+            return 0
+        t = rec.get("time") or time.time()
+        return sum(
+            1
+            for r in self._records.values()
+            if (r.get("worker") or {}).get("actor_id") == actor
+            and abs(t - (r.get("time") or 0)) <= RESTART_LOOP_WINDOW_S
+        )
+
+    def add(self, rec: dict) -> dict:
+        """Store a record (an id is given if it has none); returns it with its hint."""
+        rec = dict(rec)
+        if not valid_id(rec.get("id", "")):
+            rec["id"] = new_id()
+        rec.setdefault("time", time.time())
+        self._records[rec["id"]] = rec
+        rec["hint"] = hint_for(rec, self.restarts(rec))
+        self._write(rec)
+        self._trim()
+        return rec
+
+    def update(self, crash_id: str, **fields) -> dict | None:
+        rec = self._records.get(crash_id)
+        if rec is None:
+            return None
+        rec.update(fields)
+        self._write(rec)
+        return rec
+
+    def _write(self, rec: dict) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.dir / f".{rec['id']}.json.tmp"
+            tmp.write_text(json.dumps(rec, default=str))
+            os.replace(tmp, self.dir / f"{rec['id']}.json")
+        except OSError:
+            log.exception("could not write crash record %s", rec.get("id"))
+
+    def get(self, crash_id: str) -> dict | None:
+        return self._records.get(crash_id)
+
+    def records(self) -> list[dict]:
+        return sorted(self._records.values(), key=lambda r: r.get("time") or 0, reverse=True)
+
+    def summaries(self) -> list[dict]:
+        return [summary(r) for r in self.records()]
+
+    def latest_for(self, worker_id: str) -> dict | None:
+        for r in self.records():
+            if (r.get("worker") or {}).get("id") == worker_id:
+                return r
+        return None
+
+
+def summary(rec: dict) -> dict:
+    return {k: rec.get(k) for k in SUMMARY_FIELDS}
+
+
+def detail(rec: dict) -> dict:
+    """What `GET /v1/crashes/{id}` answers: the summary, the frames, the evidence."""
+    out = summary(rec)
+    for k in ("frames", "gpu", "faulthandler", "traceback", "chain", "events", "task", "task_id",
+              "exit_type", "exit_detail", "last_report", "capture_ms", "sources"):
+        out[k] = rec.get(k)
+    out["frames"] = out["frames"] or []
+    return out

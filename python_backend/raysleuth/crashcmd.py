@@ -1,0 +1,65 @@
+"""`raysleuth crashes [ID] [--json]`: the broker's crash records, newest first, or one in full."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+
+def _when(t) -> str:
+    try:
+        return datetime.datetime.fromtimestamp(float(t)).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError, OSError):
+        return "?"
+
+
+def _who(w: dict) -> str:
+    rank = w.get("rank")
+    parts = [f"rank {rank}" if rank is not None else None, w.get("actor_class") or w.get("task"), f"pid {w.get('pid')}"]
+    return " · ".join(p for p in parts if p)
+
+
+def format_list(crashes: list[dict]) -> str:
+    if not crashes:
+        return "No crashes recorded."
+    rows = [("ID", "TIME", "KIND", "WORKER", "ERROR")]
+    for c in crashes:
+        err = c.get("exc_type") or ""
+        msg = (c.get("message") or "").splitlines()[0] if c.get("message") else ""
+        rows.append((c["id"], _when(c.get("time")), c.get("kind") or "", _who(c.get("worker") or {}), f"{err}: {msg}"[:80].strip(": ")))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows)
+
+
+def format_detail(c: dict) -> str:
+    out = [
+        f"crash {c['id']} · {c.get('kind')} · {_when(c.get('time'))}",
+        f"worker: {_who(c.get('worker') or {})} (id {(c.get('worker') or {}).get('id', '?')[:12]})",
+        f"error:  {c.get('exc_type') or ''} {c.get('message') or ''}".rstrip(),
+        f"hint:   {c.get('hint')}",
+    ]
+    frames = c.get("frames") or []
+    if frames:
+        out.append("stack (innermost first):")
+        for f in frames:
+            out.append(f"  {f.get('path')}:{f.get('line')} in {f.get('function')}")
+            for k, v in (f.get("locals") or {}).items():
+                out.append(f"      {k} = {v}")
+    if c.get("faulthandler"):
+        out += ["faulthandler:", *("  " + line for line in c["faulthandler"].splitlines()[:40])]
+    gpu = c.get("gpu")
+    if gpu and gpu.get("gpus"):
+        for g in gpu["gpus"]:
+            out.append(f"gpu {g.get('gpu')}: this process {g.get('used_bytes', 0) / 2**20:.0f} MiB, "
+                       f"device {g.get('device_used_bytes', 0) / 2**20:.0f} / {g.get('total_bytes', 0) / 2**20:.0f} MiB")
+    out.append(f"replay: attach {{\"token\": T, \"crash\": \"{c['id']}\"}} (the extension's Crashes view does it)")
+    return "\n".join(out)
+
+
+def run_crashes(client, crash_id: str | None, json_out: bool) -> int:
+    data = client.get(f"/v1/crashes/{crash_id}") if crash_id else client.get("/v1/crashes")
+    if json_out:
+        print(json.dumps(data, indent=1))
+    else:
+        print(format_detail(data) if crash_id else format_list(data))
+    return 0

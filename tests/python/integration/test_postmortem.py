@@ -1,0 +1,243 @@
+"""Post-mortem: crash capture at the raise site, the hold for attach, the crash store, replay, and
+records of hard deaths, through a real cluster, real agents, debugpy and the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+
+import crash_job
+import pytest
+import ray
+from helpers import FIXTURES, dap_address, marker_line, wait_until
+
+from raysleuth.dap.client import open_session
+
+JOB = str(FIXTURES / "crash_job.py")
+RAISE_LINE = marker_line(JOB, "crash-raise")
+LOCALS_LINE = marker_line(JOB, "crash-locals")
+
+
+def new_crasher(rank: int, hold: str | None = None):
+    env = {"RAYSLEUTH_POSTMORTEM_HOLD": hold} if hold is not None else {}
+    cls = ray.remote(num_cpus=0, max_restarts=0)(crash_job.Crasher)
+    return cls.options(runtime_env={"env_vars": env}).remote(rank)
+
+
+def crashes_of(client, pid: int) -> list[dict]:
+    return [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == pid]
+
+
+class Watcher:
+    """A client on the broker's event stream (the hold applies only while someone watches)."""
+
+    def __init__(self, broker) -> None:
+        from urllib.parse import urlsplit
+
+        self.events: list[tuple[str, dict]] = []
+        u = urlsplit(broker.http)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=60)
+        self.sock.sendall(
+            f"GET /v1/stream HTTP/1.1\r\nHost: {u.netloc}\r\nAuthorization: Bearer {broker.token}\r\n\r\n".encode()
+        )
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        event = None
+        with contextlib.suppress(Exception), self.sock.makefile("rb") as f:
+            for raw in f:
+                line = raw.decode(errors="replace").strip()
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event:
+                    with contextlib.suppress(ValueError):
+                        self.events.append((event, json.loads(line[6:])))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+@pytest.fixture
+def watcher(broker, client):
+    w = Watcher(broker)
+    wait_until(lambda: client.get("/v1/status")["watchers"] >= 1, 10, message="the stream watched")
+    yield w
+    w.close()
+    wait_until(lambda: client.get("/v1/status")["watchers"] == 0, 10, message="the stream left")
+
+
+def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, client):
+    a = new_crasher(200)
+    pid = ray.get(a.pid.remote())
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(a.fail.remote(4), timeout=60)
+    assert isinstance(info.value.cause, ZeroDivisionError)
+    rec = wait_until(lambda: crashes_of(client, pid), 15, message="a crash record")[0]
+    assert rec["kind"] == "exception" and rec["exc_type"] == "ZeroDivisionError"
+    assert rec["worker"]["rank"] == 200 and rec["hint"]
+    full = client.get(f"/v1/crashes/{rec['id']}")
+    top = full["frames"][0]
+    assert (top["path"], top["line"], top["function"]) == (JOB, RAISE_LINE, "_divide")
+    assert top["locals"]["total"] == "4" and top["locals"]["scale"] == "0.0"
+    assert full["frames"][1]["locals"].get("batch") == "[0, 1, 2, 3]", [(f["function"], f["line"], list(f["locals"])) for f in full["frames"]]
+    assert all("ray/_private" not in f["path"] for f in full["frames"])
+    assert "ZeroDivisionError" in full["traceback"]
+    assert full["capture_ms"] < 1000
+    # The actor lives on: the exception was Ray's usual task error, nothing more.
+    assert ray.get(a.ok.remote(), timeout=30) == "fine"
+    with pytest.raises(Exception) as nf:
+        client.get("/v1/crashes/no-such-crash")
+    assert getattr(nf.value, "status", None) == 404
+    ray.kill(a)
+
+
+async def test_held_crash_attach_stops_at_raise_frame_and_continue_delivers_error(broker, client, watcher):
+    a = new_crasher(201, hold="60")
+    pid = await asyncio.wait_for(a.pid.remote(), 30)
+    ref = a.fail.remote(3)
+    held = await asyncio.to_thread(
+        wait_until,
+        lambda: next((w for w in client.workers() if w["pid"] == pid and w["state"] == "crashed"), None),
+        20,
+        0.1,
+        "the worker held as crashed",
+    )
+    assert held["paused_at"]["line"] == RAISE_LINE and held["crash"] and held["held_until"]
+    assert any(e == "crash" for e, _ in watcher.events)
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "crash": held["crash"]})
+    try:
+        stopped = await s.wait_event("stopped", timeout=30)
+        assert stopped["body"]["reason"] == "exception"
+        tid = stopped["body"]["threadId"]
+        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        assert frames[0]["line"] == RAISE_LINE and frames[0]["source"]["path"] == JOB
+        info = (await s.request("exceptionInfo", {"threadId": tid}))["body"]
+        assert "ZeroDivisionError" in info["exceptionId"]
+        ev = await s.request("evaluate", {"expression": "total * 10", "frameId": frames[0]["id"], "context": "repl"})
+        assert ev["body"]["result"] == "30"
+        ready, _ = ray.wait([ref], timeout=0)
+        assert not ready, "the task waits in the hold: its error has not reached the caller yet"
+        await s.request("continue", {"threadId": tid})
+        with pytest.raises(ray.exceptions.RayTaskError) as err:
+            await asyncio.wait_for(ref, 30)
+        assert isinstance(err.value.cause, ZeroDivisionError)
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+    ray.kill(a)
+
+
+def test_short_hold_times_out_and_the_job_goes_on(client, watcher):
+    a = new_crasher(202, hold="1")
+    with pytest.raises(ray.exceptions.RayTaskError):
+        ray.get(a.fail.remote(2), timeout=60)
+    assert ray.get(a.ok.remote(), timeout=30) == "fine"
+    ray.kill(a)
+
+
+def test_no_hold_without_a_watcher(client):
+    assert client.get("/v1/status")["watchers"] == 0
+    a = new_crasher(203, hold="120")
+    with pytest.raises(ray.exceptions.RayTaskError):
+        ray.get(a.fail.remote(2), timeout=30)  # well under the hold: nobody watches, no wait
+    ray.kill(a)
+
+
+async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
+    a = new_crasher(204)
+    pid = await asyncio.wait_for(a.pid.remote(), 30)
+    with pytest.raises(ray.exceptions.RayTaskError):
+        await asyncio.wait_for(a.fail.remote(5), 60)
+    rec = (await asyncio.to_thread(wait_until, lambda: crashes_of(client, pid), 15, 0.1, "a record"))[0]
+    ray.kill(a)
+    await asyncio.to_thread(
+        wait_until,
+        lambda: all(w["state"] == "exited" for w in client.workers() if w["pid"] == pid),
+        30,
+        0.2,
+        "the worker gone",
+    )
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "crash": rec["id"]})
+    try:
+        stopped = await s.wait_event("stopped", timeout=10)
+        assert stopped["body"]["reason"] == "exception"
+        threads = (await s.request("threads", {}))["body"]["threads"]
+        frames = (await s.request("stackTrace", {"threadId": threads[0]["id"]}))["body"]["stackFrames"]
+        assert [f["line"] for f in frames[:2]] == [RAISE_LINE, marker_line(JOB, "crash-locals") + 2]
+        scopes = (await s.request("scopes", {"frameId": frames[0]["id"]}))["body"]["scopes"]
+        variables = (await s.request("variables", {"variablesReference": scopes[0]["variablesReference"]}))["body"]
+        values = {v["name"]: v["value"] for v in variables["variables"]}
+        assert values["total"] == "5" and values["scale"] == "0.0"
+        stored = await s.request("evaluate", {"expression": "total", "frameId": frames[0]["id"]})
+        assert stored["body"]["result"] == "5"
+        gone = await s.request("evaluate", {"expression": "total + 1", "frameId": frames[0]["id"]}, check=False)
+        assert not gone["success"] and "process has exited" in gone["message"]
+        cont = await s.request("continue", {"threadId": 1}, check=False)
+        assert not cont["success"] and "read-only" in cont["message"]
+        info = (await s.request("exceptionInfo", {"threadId": 1}))["body"]
+        assert info["exceptionId"] == "ZeroDivisionError"
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+
+
+def reported(client, pid: int) -> None:
+    """Wait for the agent's first heartbeat: a hard death is recorded with the last one."""
+    wait_until(
+        lambda: any(w["pid"] == pid and w["agent"] and w["rank"] is not None for w in client.workers()),
+        15,
+        message="the worker's agent reported",
+    )
+
+
+def test_os_exit_gives_worker_died(client):
+    a = new_crasher(205)
+    pid = ray.get(a.pid.remote(), timeout=30)
+    reported(client, pid)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(a.exit_hard.remote(), timeout=60)
+    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a worker_died record")[0]
+    assert rec["kind"] == "worker_died" and "died" in rec["hint"]
+    full = client.get(f"/v1/crashes/{rec['id']}")
+    assert full["exit_type"] == "SYSTEM_ERROR" and full["last_report"]["pid"] == pid
+
+
+def test_segfault_gives_a_record_with_faulthandler_text(client):
+    a = new_crasher(206)
+    pid = ray.get(a.pid.remote(), timeout=30)
+    reported(client, pid)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(a.segfault.remote(), timeout=60)
+    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a segfault record")[0]
+    assert rec["kind"] == "segfault"
+    full = client.get(f"/v1/crashes/{rec['id']}")
+    assert "Segmentation fault" in full["faulthandler"]
+    assert any(f["function"] == "segfault" and f["path"] == JOB for f in full["frames"])
+
+
+def test_records_survive_a_broker_restart(ray_cluster, broker, client):
+    """Last in this module (and in the session's order): the session's broker is replaced by a
+    new one over the same state dir, which the remaining fixtures then use."""
+    from pathlib import Path
+
+    from raysleuth.broker.process import start_broker
+
+    before = client.get("/v1/crashes")
+    assert before, "the tests above left records"
+    state_dir = Path(broker.ready["token_file"]).parent
+    assert broker.stop() == 0
+    fresh = start_broker(state_dir, address=ray_cluster.address_info["gcs_address"])
+    broker.proc, broker.ready = fresh.proc, fresh.ready  # the session fixture stops this one
+    client.url = fresh.http
+    after = client.get("/v1/crashes")
+    assert [c["id"] for c in after] == [c["id"] for c in before]
+    full = client.get(f"/v1/crashes/{before[-1]['id']}")
+    assert full["frames"] is not None and full["kind"] in ("exception", "worker_died", "segfault", "oom")
