@@ -29,7 +29,9 @@ class _FakeAgent:
     disabled = False
 
     def __init__(self) -> None:
-        self.events = [{"t": time.time(), "name": "step", "fields": {"i": i, "loss": 0.1 * i}} for i in range(50)]
+        self.events = [
+            {"t": time.time(), "name": "step", "fields": {"i": i, "loss": 0.1 * i}} for i in range(50)
+        ]
 
     def identity(self) -> dict:
         return {"id": "bench", "rank": 0, "pid": 1}
@@ -41,7 +43,9 @@ def _recurse(n: int):
     text = "x" * 100_000
     blob = bytes(200_000)
     if n == 0:
-        raise RuntimeError(f"depth reached with {len(matrix)} rows, {len(table)} keys, {len(text) + len(blob)} bytes")
+        raise RuntimeError(
+            f"depth reached with {len(matrix)} rows, {len(table)} keys, {len(text) + len(blob)} bytes"
+        )
     return _recurse(n - 1)
 
 
@@ -57,7 +61,9 @@ def main() -> None:
     agent = _FakeAgent()
     capture, base, frames = [], [], 0
     t0 = time.perf_counter()
-    postmortem.build_record(agent, _exc_info())  # the first in a process also imports and starts the repr thread
+    postmortem.build_record(
+        agent, _exc_info()
+    )  # the first in a process also imports and starts the repr thread
     first = (time.perf_counter() - t0) * 1000
     for _ in range(ROUNDS):
         info = _exc_info()

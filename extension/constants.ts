@@ -8,6 +8,7 @@ export const LOGPOINT_CHANNEL_NAME = "Ray Sleuth Logpoints";
 
 export const VIEW_CONTAINER_ID = "raySleuth";
 export const WORKERS_VIEW_ID = "raySleuth.workers";
+export const CRASHES_VIEW_ID = "raySleuth.crashes";
 
 export const Commands = {
   connect: "raySleuth.connect",
@@ -22,6 +23,8 @@ export const Commands = {
   pauseRank: "raySleuth.pauseRank",
   evaluateAll: "raySleuth.evaluateAll",
   captureHere: "raySleuth.captureHere",
+  inspectCrash: "raySleuth.inspectCrash",
+  refreshCrashes: "raySleuth.refreshCrashes",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
 } as const;

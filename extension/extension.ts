@@ -22,6 +22,7 @@ import { pickWorker } from "./debug/workerPicker";
 import { AttachTarget, WorkerSessionService } from "./debug/workerSessions";
 import { EvaluateService } from "./views/evaluatePanel";
 import { SnapshotService } from "./views/snapshotPanel";
+import { CrashesService } from "./views/crashesView";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -42,6 +43,7 @@ export interface RaySleuthApi {
   evaluate: EvaluateService;
   snapshots: SnapshotService;
   logpoints: LogpointService;
+  crashes: CrashesService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -66,6 +68,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const evaluate = new EvaluateService(broker);
   const snapshots = new SnapshotService(broker, connection, state);
   const logpoints = new LogpointService(connection, sessions);
+  const crashes = new CrashesService(broker, connection);
 
   context.subscriptions.push(
     channel,
@@ -82,6 +85,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     evaluate,
     snapshots,
     logpoints,
+    crashes,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
@@ -96,6 +100,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.pauseRank, (ranks) => control.pauseRanks(Array.isArray(ranks) ? (ranks as number[]) : undefined)),
     registerCommand(Commands.evaluateAll, () => evaluate.command()),
     registerCommand(Commands.captureHere, () => snapshots.command()),
+    registerCommand(Commands.inspectCrash, (target) => crashes.inspect(target)),
+    registerCommand(Commands.refreshCrashes, () => crashes.refresh()),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
         void connection.connect({ interactive: false });
@@ -126,6 +132,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     evaluate,
     snapshots,
     logpoints,
+    crashes,
     get brokerClient() {
       return connection.client;
     },

@@ -15,7 +15,11 @@ def _when(t) -> str:
 
 def _who(w: dict) -> str:
     rank = w.get("rank")
-    parts = [f"rank {rank}" if rank is not None else None, w.get("actor_class") or w.get("task"), f"pid {w.get('pid')}"]
+    parts = [
+        f"rank {rank}" if rank is not None else None,
+        w.get("actor_class") or w.get("task"),
+        f"pid {w.get('pid')}",
+    ]
     return " · ".join(p for p in parts if p)
 
 
@@ -26,7 +30,15 @@ def format_list(crashes: list[dict]) -> str:
     for c in crashes:
         err = c.get("exc_type") or ""
         msg = (c.get("message") or "").splitlines()[0] if c.get("message") else ""
-        rows.append((c["id"], _when(c.get("time")), c.get("kind") or "", _who(c.get("worker") or {}), f"{err}: {msg}"[:80].strip(": ")))
+        rows.append(
+            (
+                c["id"],
+                _when(c.get("time")),
+                c.get("kind") or "",
+                _who(c.get("worker") or {}),
+                f"{err}: {msg}"[:80].strip(": "),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows)
 
@@ -50,9 +62,12 @@ def format_detail(c: dict) -> str:
     gpu = c.get("gpu")
     if gpu and gpu.get("gpus"):
         for g in gpu["gpus"]:
-            out.append(f"gpu {g.get('gpu')}: this process {g.get('used_bytes', 0) / 2**20:.0f} MiB, "
-                       f"device {g.get('device_used_bytes', 0) / 2**20:.0f} / {g.get('total_bytes', 0) / 2**20:.0f} MiB")
-    out.append(f"replay: attach {{\"token\": T, \"crash\": \"{c['id']}\"}} (the extension's Crashes view does it)")
+            mib = {k: (g.get(k) or 0) / 2**20 for k in ("used_bytes", "device_used_bytes", "total_bytes")}
+            out.append(
+                f"gpu {g.get('gpu')}: this process {mib['used_bytes']:.0f} MiB, "
+                f"device {mib['device_used_bytes']:.0f} / {mib['total_bytes']:.0f} MiB"
+            )
+    out.append(f'replay: attach {{"token": T, "crash": "{c["id"]}"}} (the extension\'s Crashes view does it)')
     return "\n".join(out)
 
 

@@ -185,9 +185,13 @@ class Agent:
             registry = self._lookup()
         if registry is not None:
             try:
-                return ray.get(registry.crash.remote(self._static["id"], record), timeout=CRASH_CALL_TIMEOUT_S)
+                return ray.get(
+                    registry.crash.remote(self._static["id"], record), timeout=CRASH_CALL_TIMEOUT_S
+                )
             except Exception as exc:  # noqa: BLE001
-                self.log.info("sending a crash record failed (%s); it waits for the broker", type(exc).__name__)
+                self.log.info(
+                    "sending a crash record failed (%s); it waits for the broker", type(exc).__name__
+                )
         self.emit("crash", record)
         return None
 
@@ -399,9 +403,12 @@ class Agent:
                 continue
             for command in commands:
                 if command.get("op") == "breakpoints":
-                    self.points = list(command.get("points") or [])
-                    self.bp_version = command.get("version", "")
-                    self._rearm = True
+                    # The set may have been armed already, from Ray's KV, when Ray loaded a
+                    # class (code_loaded): arming it again would rescan while that code runs.
+                    if command.get("version", "") != self.bp_version:
+                        self.points = list(command.get("points") or [])
+                        self.bp_version = command.get("version", "")
+                        self._rearm = True
                 else:
                     self._run_command(command)
             self._arm_if_needed()

@@ -333,6 +333,9 @@ class Trigger:
         self._local = threading.local()
         self.points: list[Point] = []
         self._by_file: dict[str, dict[int, list[Point]]] = {}
+        self._live_by_file: dict[str, dict[int, list[Point]]] = self._by_file
+        """What the hooks read: the table being rebuilt by update() replaces it only when whole,
+        so a function already running in instrumented code keeps firing during a re-arm."""
         """co_filename → line → points, for files the scan found."""
         self._file_points: dict[str, list[Point]] = {}
         """co_filename → points of that file (empty list: checked, none)."""
@@ -386,6 +389,7 @@ class Trigger:
                 self.scan_ms = (time.perf_counter() - t0) * 1000
                 if isinstance(self.backend, MonitoringBackend):
                     self.backend.restart()
+            self._live_by_file = self._by_file
 
     def points_for_file(self, filename: str) -> list[Point]:
         pts = self._file_points.get(filename)
@@ -453,7 +457,7 @@ class Trigger:
         """Called by rewritten code (3.11) at the first instruction of an armed line."""
         try:
             frame = sys._getframe(1)
-            pts = self._by_file.get(frame.f_code.co_filename, {}).get(line)
+            pts = self._live_by_file.get(frame.f_code.co_filename, {}).get(line)
             if pts:
                 self._hit(frame, pts)
         except Exception:  # noqa: BLE001 - never into user code
@@ -461,7 +465,7 @@ class Trigger:
 
     def _on_line(self, code, line):
         """sys.monitoring LINE callback (3.12+)."""
-        pts = self._by_file.get(code.co_filename, {}).get(line)
+        pts = self._live_by_file.get(code.co_filename, {}).get(line)
         if not pts:
             return sys.monitoring.DISABLE
         try:

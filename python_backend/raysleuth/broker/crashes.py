@@ -74,7 +74,11 @@ def hint_for(rec: dict, restarts: int = 0) -> str:
         )
     text = " ".join(
         str(x)
-        for x in [rec.get("exc_type"), rec.get("message"), *(c.get("exc_type") for c in rec.get("chain") or [])]
+        for x in [
+            rec.get("exc_type"),
+            rec.get("message"),
+            *(c.get("exc_type") for c in rec.get("chain") or []),
+        ]
         if x
     )
     for pattern, hint in _HINTS:
@@ -187,8 +191,21 @@ def summary(rec: dict) -> dict:
 def detail(rec: dict) -> dict:
     """What `GET /v1/crashes/{id}` answers: the summary, the frames, the evidence."""
     out = summary(rec)
-    for k in ("frames", "gpu", "faulthandler", "traceback", "chain", "events", "task", "task_id",
-              "exit_type", "exit_detail", "last_report", "capture_ms", "sources"):
+    for k in (
+        "frames",
+        "gpu",
+        "faulthandler",
+        "traceback",
+        "chain",
+        "events",
+        "task",
+        "task_id",
+        "exit_type",
+        "exit_detail",
+        "last_report",
+        "capture_ms",
+        "sources",
+    ):
         out[k] = rec.get(k)
     out["frames"] = out["frames"] or []
     return out

@@ -175,7 +175,8 @@ def make_app(broker) -> web.Application:
         rec = broker.crashes.get(request.match_info["id"])
         if rec is None:
             raise NotFound(
-                f"No crash record {request.match_info['id']}.", "List them: GET /v1/crashes or `raysleuth crashes`."
+                f"No crash record {request.match_info['id']}.",
+                "List them: GET /v1/crashes or `raysleuth crashes`.",
             )
         return web.json_response(detail(rec))
 

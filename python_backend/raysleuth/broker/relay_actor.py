@@ -107,7 +107,10 @@ class NodeRelay:
         roots = [os.path.realpath(tempfile.gettempdir())]
         try:
             node = ray._private.worker.global_worker.node
-            roots += [os.path.realpath(node.get_session_dir_path()), os.path.realpath(node.get_temp_dir_path())]
+            roots += [
+                os.path.realpath(node.get_session_dir_path()),
+                os.path.realpath(node.get_temp_dir_path()),
+            ]
         except Exception:  # noqa: BLE001
             pass
         if not any(real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):

@@ -114,10 +114,11 @@ class Replay:
                 return {"result": str(local[expr]), "variablesReference": 0}, None
             return None, f"Ray Sleuth: {GONE} (stored locals of this frame: {', '.join(local) or 'none'})"
         if command == "setBreakpoints":
-            bps = (args.get("breakpoints") or [])
+            bps = args.get("breakpoints") or []
             return {
                 "breakpoints": [
-                    {"verified": False, "line": b.get("line"), "message": "read-only crash replay"} for b in bps
+                    {"verified": False, "line": b.get("line"), "message": "read-only crash replay"}
+                    for b in bps
                 ]
             }, None
         if command in ("setExceptionBreakpoints", "setFunctionBreakpoints"):
@@ -125,6 +126,5 @@ class Replay:
         if command in ("loadedSources",):
             return {"sources": [self._source(p) for p in self.sources]}, None
         return None, (
-            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.get('id')}: "
-            f"{GONE}."
+            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.get('id')}: {GONE}."
         )

@@ -397,8 +397,13 @@ class Broker:
             self._deaths_done.add(wid)
             log.info("worker %s died (%s): recording it", wid[:8], sw.get("exit_type"))
             task = asyncio.ensure_future(self._record_death(sw, reports.get(wid)))
-            task.add_done_callback(lambda t: t.cancelled() or not t.exception() or log.error(
-                "recording a worker death failed", exc_info=t.exception()))
+            task.add_done_callback(
+                lambda t: (
+                    t.cancelled()
+                    or not t.exception()
+                    or log.error("recording a worker death failed", exc_info=t.exception())
+                )
+            )
 
     async def _record_death(self, sw: dict, report: dict | None) -> None:
         wid = sw["worker_id"]

@@ -40,9 +40,8 @@ class Watcher:
         self.events: list[tuple[str, dict]] = []
         u = urlsplit(broker.http)
         self.sock = socket.create_connection((u.hostname, u.port), timeout=60)
-        self.sock.sendall(
-            f"GET /v1/stream HTTP/1.1\r\nHost: {u.netloc}\r\nAuthorization: Bearer {broker.token}\r\n\r\n".encode()
-        )
+        auth = f"Authorization: Bearer {broker.token}"
+        self.sock.sendall(f"GET /v1/stream HTTP/1.1\r\nHost: {u.netloc}\r\n{auth}\r\n\r\n".encode())
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -85,7 +84,9 @@ def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, clien
     top = full["frames"][0]
     assert (top["path"], top["line"], top["function"]) == (JOB, RAISE_LINE, "_divide")
     assert top["locals"]["total"] == "4" and top["locals"]["scale"] == "0.0"
-    assert full["frames"][1]["locals"].get("batch") == "[0, 1, 2, 3]", [(f["function"], f["line"], list(f["locals"])) for f in full["frames"]]
+    assert full["frames"][1]["locals"].get("batch") == "[0, 1, 2, 3]", [
+        (f["function"], f["line"], list(f["locals"])) for f in full["frames"]
+    ]
     assert all("ray/_private" not in f["path"] for f in full["frames"])
     assert "ZeroDivisionError" in full["traceback"]
     assert full["capture_ms"] < 1000
@@ -120,7 +121,9 @@ async def test_held_crash_attach_stops_at_raise_frame_and_continue_delivers_erro
         assert frames[0]["line"] == RAISE_LINE and frames[0]["source"]["path"] == JOB
         info = (await s.request("exceptionInfo", {"threadId": tid}))["body"]
         assert "ZeroDivisionError" in info["exceptionId"]
-        ev = await s.request("evaluate", {"expression": "total * 10", "frameId": frames[0]["id"], "context": "repl"})
+        ev = await s.request(
+            "evaluate", {"expression": "total * 10", "frameId": frames[0]["id"], "context": "repl"}
+        )
         assert ev["body"]["result"] == "30"
         ready, _ = ray.wait([ref], timeout=0)
         assert not ready, "the task waits in the hold: its error has not reached the caller yet"
@@ -173,12 +176,16 @@ async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
         frames = (await s.request("stackTrace", {"threadId": threads[0]["id"]}))["body"]["stackFrames"]
         assert [f["line"] for f in frames[:2]] == [RAISE_LINE, marker_line(JOB, "crash-locals") + 2]
         scopes = (await s.request("scopes", {"frameId": frames[0]["id"]}))["body"]["scopes"]
-        variables = (await s.request("variables", {"variablesReference": scopes[0]["variablesReference"]}))["body"]
+        variables = (await s.request("variables", {"variablesReference": scopes[0]["variablesReference"]}))[
+            "body"
+        ]
         values = {v["name"]: v["value"] for v in variables["variables"]}
         assert values["total"] == "5" and values["scale"] == "0.0"
         stored = await s.request("evaluate", {"expression": "total", "frameId": frames[0]["id"]})
         assert stored["body"]["result"] == "5"
-        gone = await s.request("evaluate", {"expression": "total + 1", "frameId": frames[0]["id"]}, check=False)
+        gone = await s.request(
+            "evaluate", {"expression": "total + 1", "frameId": frames[0]["id"]}, check=False
+        )
         assert not gone["success"] and "process has exited" in gone["message"]
         cont = await s.request("continue", {"threadId": 1}, check=False)
         assert not cont["success"] and "read-only" in cont["message"]

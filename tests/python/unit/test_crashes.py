@@ -46,8 +46,12 @@ def test_an_unreadable_file_is_skipped(tmp_path):
 
 
 def test_hints_follow_the_article_table(tmp_path):
-    assert "CUDA" in hint_for({"kind": "exception", "exc_type": "torch.OutOfMemoryError", "message": "CUDA out of memory"})
-    assert "serialized" in hint_for({"kind": "exception", "exc_type": "_pickle.PicklingError", "message": "x"})
+    assert "CUDA" in hint_for(
+        {"kind": "exception", "exc_type": "torch.OutOfMemoryError", "message": "CUDA out of memory"}
+    )
+    assert "serialized" in hint_for(
+        {"kind": "exception", "exc_type": "_pickle.PicklingError", "message": "x"}
+    )
     assert "firewall" in hint_for({"kind": "exception", "exc_type": "ConnectionRefusedError", "message": ""})
     assert "died" in hint_for({"kind": "worker_died"})
     assert "memory" in hint_for({"kind": "oom"})

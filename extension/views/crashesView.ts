@@ -1,0 +1,136 @@
+// The Crashes view: the broker's crash records, newest first (rank, actor,
+// exception, time). A new record on the event stream refreshes the view and
+// shows a notification with "Inspect"; a click opens a debug session on the
+// record: the live worker while it is held for an attach, else a read-only
+// replay of the stored stack and locals (the broker decides: attach {crash}).
+import * as vscode from "vscode";
+import { CRASHES_VIEW_ID, Commands, DEBUG_TYPE } from "../constants";
+import { log, swallow } from "../common/log";
+import * as vsapi from "../common/vscodeapi";
+import { BrokerConnectionService } from "../broker/brokerConnection";
+import { BrokerAccess } from "../debug/configurationProvider";
+
+export interface CrashSummary {
+  id: string;
+  time: number;
+  kind: "exception" | "worker_died" | "oom" | "segfault";
+  exc_type: string | null;
+  message: string | null;
+  hint: string | null;
+  held_until?: number | null;
+  worker: { id?: string; rank?: number | null; actor_class?: string | null; task?: string | null; pid?: number | null };
+}
+
+/** "rank 2 · Trainer · ZeroDivisionError" for a row; the worker part falls back to its pid. */
+export function crashLabel(c: CrashSummary): string {
+  const w = c.worker ?? {};
+  const who = [typeof w.rank === "number" ? `rank ${w.rank}` : undefined, w.actor_class ?? w.task ?? (w.pid ? `pid ${w.pid}` : undefined)].filter(Boolean);
+  const what = c.exc_type ?? c.kind.replace("_", " ");
+  return [...who, what].join(" · ");
+}
+
+export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vscode.Disposable {
+  crashes: CrashSummary[] = [];
+  readonly treeView: vscode.TreeView<CrashSummary>;
+  private readonly changed = new vscode.EventEmitter<CrashSummary | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Sessions opened on crash records, by crash id (the tests look at them). */
+  readonly opened: string[] = [];
+
+  constructor(
+    private readonly broker: BrokerAccess,
+    private readonly connection: BrokerConnectionService,
+  ) {
+    this.treeView = vsapi.createTreeView<CrashSummary>(CRASHES_VIEW_ID, { treeDataProvider: this });
+    this.disposables.push(
+      this.treeView,
+      this.changed,
+      connection.onDidConnect(() => void this.refresh()),
+      connection.onStreamEvent((e) => {
+        if (e.event !== "crash" || !e.data || typeof e.data !== "object") {
+          return;
+        }
+        const c = e.data as CrashSummary;
+        void this.refresh().then(() => this.notify(c));
+      }),
+    );
+  }
+
+  async refresh(): Promise<void> {
+    const client = this.connection.client;
+    if (!client) {
+      return;
+    }
+    try {
+      this.crashes = await client.requestJson<CrashSummary[]>("GET", "/v1/crashes");
+      this.treeView.badge = this.crashes.length ? { value: this.crashes.length, tooltip: `${this.crashes.length} crash records` } : undefined;
+      this.changed.fire(undefined);
+    } catch (err) {
+      swallow("Listing crash records failed", err);
+    }
+  }
+
+  private async notify(c: CrashSummary): Promise<void> {
+    const held = c.held_until ? " It is held for you to attach." : "";
+    const pick = await vsapi.showWarningMessage(`Ray Sleuth: ${crashLabel(c)} crashed: ${(c.message ?? "").slice(0, 120)}.${held}`, "Inspect");
+    if (pick === "Inspect") {
+      await this.inspect(c.id);
+    }
+  }
+
+  /** raySleuth.inspectCrash: a session on the record (live while held, else a replay). */
+  async inspect(target: unknown): Promise<vscode.DebugSession | undefined> {
+    const id = typeof target === "string" ? target : (target as CrashSummary | undefined)?.id;
+    if (!id) {
+      return undefined;
+    }
+    const c = this.crashes.find((x) => x.id === id);
+    if (!(await this.broker.client())) {
+      return undefined;
+    }
+    const name = `crash · ${c ? crashLabel(c) : id}`;
+    let started: vscode.DebugSession | undefined;
+    const sub = vscode.debug.onDidStartDebugSession((s) => {
+      if (s.configuration.crash === id) {
+        started = s;
+      }
+    });
+    try {
+      const folder = vscode.workspace.workspaceFolders?.[0];
+      const ok = await vscode.debug.startDebugging(folder, { type: DEBUG_TYPE, request: "attach", name, crash: id });
+      if (!ok) {
+        log.warn(`Opening crash ${id} failed`);
+        return undefined;
+      }
+      this.opened.push(id);
+      return started;
+    } finally {
+      sub.dispose();
+    }
+  }
+
+  getTreeItem(c: CrashSummary): vscode.TreeItem {
+    const item = new vscode.TreeItem(crashLabel(c), vscode.TreeItemCollapsibleState.None);
+    const when = new Date(c.time * 1000);
+    item.description = `${when.toLocaleTimeString()} · ${(c.message ?? "").split("\n")[0].slice(0, 80)}`;
+    item.tooltip = new vscode.MarkdownString(
+      [`**${c.exc_type ?? c.kind}** ${c.message ?? ""}`, "", c.hint ?? "", "", `crash ${c.id} · ${when.toLocaleString()}`].join("\n"),
+    );
+    item.iconPath = new vscode.ThemeIcon(c.kind === "exception" ? "bug" : "flame");
+    item.contextValue = "crash";
+    item.id = c.id;
+    item.command = { command: Commands.inspectCrash, title: "Inspect", arguments: [c.id] };
+    return item;
+  }
+
+  getChildren(element?: CrashSummary): CrashSummary[] {
+    return element ? [] : this.crashes;
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
