@@ -21,8 +21,8 @@ RAISE_LINE = marker_line(JOB, "crash-raise")
 LOCALS_LINE = marker_line(JOB, "crash-locals")
 
 
-def new_crasher(rank: int, hold: str | None = None):
-    env = {"RAYSLEUTH_POSTMORTEM_HOLD": hold} if hold is not None else {}
+def new_crasher(rank: int, hold: str | None = None, **env_vars: str):
+    env = dict(env_vars, **({"RAYSLEUTH_POSTMORTEM_HOLD": hold} if hold is not None else {}))
     cls = ray.remote(num_cpus=0, max_restarts=0)(crash_job.Crasher)
     return cls.options(runtime_env={"env_vars": env}).remote(rank)
 
@@ -72,7 +72,7 @@ def watcher(broker, client):
 
 
 def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, client):
-    a = new_crasher(200)
+    a = new_crasher(200, RAYSLEUTH_NVML="fake_nvml")  # NVML's seam: no GPU on this machine
     pid = ray.get(a.pid.remote())
     with pytest.raises(ray.exceptions.RayTaskError) as info:
         ray.get(a.fail.remote(4), timeout=60)
@@ -90,6 +90,8 @@ def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, clien
     assert all("ray/_private" not in f["path"] for f in full["frames"])
     assert "ZeroDivisionError" in full["traceback"]
     assert full["capture_ms"] < 1000
+    gpu = full["gpu"]["gpus"][0]  # the fake's numbers, read through the agent's NVML path
+    assert (gpu["used_bytes"], gpu["device_used_bytes"], gpu["uuid"]) == (3 << 30, 5 << 30, "GPU-fake-0")
     # The actor lives on: the exception was Ray's usual task error, nothing more.
     assert ray.get(a.ok.remote(), timeout=30) == "fine"
     with pytest.raises(Exception) as nf:
@@ -217,6 +219,20 @@ def test_os_exit_gives_worker_died(client):
     assert full["exit_type"] == "SYSTEM_ERROR" and full["last_report"]["pid"] == pid
 
 
+def test_sigkill_gives_worker_died(client):
+    import os
+    import signal
+
+    a = new_crasher(207)
+    pid = ray.get(a.pid.remote(), timeout=30)
+    reported(client, pid)
+    os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
+    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a record of the SIGKILL")[0]
+    assert rec["kind"] == "worker_died" and rec["worker"]["rank"] == 207
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(a.ok.remote(), timeout=30)
+
+
 def test_segfault_gives_a_record_with_faulthandler_text(client):
     a = new_crasher(206)
     pid = ray.get(a.pid.remote(), timeout=30)
@@ -228,6 +244,26 @@ def test_segfault_gives_a_record_with_faulthandler_text(client):
     full = client.get(f"/v1/crashes/{rec['id']}")
     assert "Segmentation fault" in full["faulthandler"]
     assert any(f["function"] == "segfault" and f["path"] == JOB for f in full["frames"])
+
+
+def test_cli_lists_and_shows_crashes(broker, client):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RAYSLEUTH_TOKEN=broker.token)
+    cli = [sys.executable, "-m", "raysleuth", "crashes", "--broker", broker.http]
+    listed = json.loads(
+        subprocess.run([*cli, "--json"], env=env, capture_output=True, text=True, check=True).stdout
+    )
+    assert [c["id"] for c in listed] == [c["id"] for c in client.get("/v1/crashes")]
+    exc = next(c for c in listed if c["exc_type"] == "ZeroDivisionError")
+    table = subprocess.run(cli, env=env, capture_output=True, text=True, check=True).stdout
+    assert exc["id"] in table and "ZeroDivisionError" in table
+    one = subprocess.run([*cli, exc["id"]], env=env, capture_output=True, text=True, check=True).stdout
+    assert f"{JOB}:{RAISE_LINE} in _divide" in one and "scale = 0.0" in one and "hint:" in one
+    bad = subprocess.run([*cli, "nope"], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "No crash record nope" in bad.stderr
 
 
 def test_records_survive_a_broker_restart(ray_cluster, broker, client):
