@@ -106,9 +106,13 @@ export class SnapshotView implements vscode.Disposable {
   }
 }
 
+/** How often an open snapshot view reads its rows back from the broker. */
+const SNAPSHOT_POLL_MS = 2000;
+
 export class SnapshotService implements vscode.Disposable {
   /** Open snapshot views by snapshot id. */
   readonly views = new Map<string, SnapshotView>();
+  private poll: ReturnType<typeof setInterval> | undefined;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -152,9 +156,13 @@ export class SnapshotService implements vscode.Disposable {
     const ranks = request.ranks?.length ? `rank ${formatRanks(request.ranks)}` : "all ranks";
     const view = new SnapshotView(id, `${path.basename(request.path)}:${request.line} · ${ranks}`);
     this.views.set(id, view);
+    this.startPolling();
     // Closing the panel ends the snapshot point: the workers stop capturing there.
     view.onDidClose(() => {
       this.views.delete(id);
+      if (this.views.size === 0) {
+        this.stopPolling();
+      }
       this.connection.client?.deleteSnapshot(id).then(undefined, (e: unknown) => swallow(`Deleting snapshot ${id}`, e));
     });
     log.info(`Snapshot ${id} at ${request.path}:${request.line} on ${ranks}`);
@@ -183,6 +191,28 @@ export class SnapshotService implements vscode.Disposable {
     return this.capture({ path: path.normalize(uri.fsPath), line, ...(ranks.length ? { ranks } : {}), ...(root ? { root } : {}) });
   }
 
+  /**
+   * Rows come on the event stream, which drops old events for a slow reader (a busy editor
+   * while many workers change): while a view is open its rows are also read back every
+   * POLL_MS, and a row already shown is not added twice.
+   */
+  private startPolling(): void {
+    if (this.poll === undefined) {
+      this.poll = setInterval(() => {
+        for (const view of this.views.values()) {
+          void this.fetch(view);
+        }
+      }, SNAPSHOT_POLL_MS);
+    }
+  }
+
+  private stopPolling(): void {
+    if (this.poll !== undefined) {
+      clearInterval(this.poll);
+      this.poll = undefined;
+    }
+  }
+
   private async fetch(view: SnapshotView): Promise<void> {
     const client = this.connection.client;
     if (!client) {
@@ -196,6 +226,7 @@ export class SnapshotService implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.stopPolling();
     for (const v of this.views.values()) {
       v.dispose();
     }

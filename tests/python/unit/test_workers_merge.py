@@ -150,3 +150,14 @@ def test_every_worker_has_exactly_the_contract_fields():
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=1, extra="x")], state, NOW)
     assert tuple(w) == WORKER_FIELDS
+
+
+def test_a_worker_held_after_a_crash_shows_crashed_at_the_raise_line():
+    state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
+    at = {"path": "/job.py", "line": 28, "reason": "exception"}
+    rep = report("w1", 11, rank=0, state="crashed", paused_at=at, crash="c-1", held_until=NOW + 120)
+    [w] = merge_workers([rep], state, NOW)
+    assert (w["state"], w["paused_at"], w["crash"], w["held_until"]) == ("crashed", at, "c-1", NOW + 120)
+    # Once let go (the report says running again) it is an ordinary live worker.
+    [w] = merge_workers([report("w1", 11, rank=0)], state, NOW)
+    assert (w["state"], w["crash"], w["held_until"]) == ("idle", None, None)
