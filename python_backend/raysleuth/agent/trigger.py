@@ -185,10 +185,29 @@ class RewriteBackend:
         self._swapped: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
         """id(function) → (function, its original code)."""
         self._cache: dict[tuple, types.CodeType] = {}
+        self._old: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
+        """During a re-arm: what was swapped before it (restored at the end where not armed again)."""
 
     def original(self, fn) -> types.CodeType:
-        rec = self._swapped.get(id(fn))
+        rec = self._swapped.get(id(fn)) or self._old.get(id(fn))
         return rec[1] if rec is not None and rec[0] is fn else fn.__code__
+
+    def rearm_begin(self) -> None:
+        """Start arming a new set without first disarming the old one: a function called while
+        the set is rebuilt runs instrumented code (old or new), never its bare original."""
+        self._old = {**self._old, **self._swapped}
+        self._swapped = {}
+        self._cache.clear()
+
+    def rearm_end(self) -> None:
+        """Give back their original code to the functions the new set did not arm."""
+        for key, (fn, code) in self._old.items():
+            if key not in self._swapped:
+                try:
+                    fn.__code__ = code
+                except Exception:  # noqa: BLE001
+                    pass
+        self._old = {}
 
     def arm(self, fn, lines: frozenset) -> bool:
         code = self.original(fn)
@@ -201,6 +220,8 @@ class RewriteBackend:
         return True
 
     def disarm_all(self) -> None:
+        self._swapped = {**self._old, **self._swapped}
+        self._old = {}
         for fn, code in self._swapped.values():
             try:
                 fn.__code__ = code
@@ -379,17 +400,24 @@ class Trigger:
             self._file_points = {}
             self._by_file = {}
             self.scanned_modules = set()
-            if self.backend is not None:
+            rewrite = isinstance(self.backend, RewriteBackend)
+            if rewrite:
+                self.backend.rearm_begin()
+            elif self.backend is not None:
                 self.backend.disarm_all()
             self.armed = set()
-            if points:
-                self._ensure_backend()
-                t0 = time.perf_counter()
-                self._scan(gc.get_objects())
-                self.scan_ms = (time.perf_counter() - t0) * 1000
-                if isinstance(self.backend, MonitoringBackend):
-                    self.backend.restart()
-            self._live_by_file = self._by_file
+            try:
+                if points:
+                    self._ensure_backend()
+                    t0 = time.perf_counter()
+                    self._scan(gc.get_objects())
+                    self.scan_ms = (time.perf_counter() - t0) * 1000
+                    if isinstance(self.backend, MonitoringBackend):
+                        self.backend.restart()
+            finally:
+                if rewrite:
+                    self.backend.rearm_end()
+                self._live_by_file = self._by_file
 
     def points_for_file(self, filename: str) -> list[Point]:
         pts = self._file_points.get(filename)
