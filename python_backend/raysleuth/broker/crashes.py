@@ -100,7 +100,12 @@ class CrashStore:
         self.dir = Path(state_dir) / "crashes"
         self.keep = keep if keep is not None else int(os.environ.get("RAYSLEUTH_CRASH_KEEP", KEEP_DEFAULT))
         self._records: dict[str, dict] = {}
+        self._latest: dict[str, dict] | None = None
+        """Worker id → its newest record; rebuilt after a change (the worker table asks often)."""
         self._load()
+
+    def __len__(self) -> int:
+        return len(self._records)
 
     def _load(self) -> None:
         if not self.dir.is_dir():
@@ -119,6 +124,7 @@ class CrashStore:
         over = len(self._records) - max(1, self.keep)
         if over <= 0:
             return
+        self._latest = None
         for rec in sorted(self._records.values(), key=lambda r: r.get("time") or 0)[:over]:
             self._records.pop(rec["id"], None)
             try:
@@ -146,6 +152,7 @@ class CrashStore:
             rec["id"] = new_id()
         rec.setdefault("time", time.time())
         self._records[rec["id"]] = rec
+        self._latest = None
         rec["hint"] = hint_for(rec, self.restarts(rec))
         self._write(rec)
         self._trim()
@@ -178,10 +185,13 @@ class CrashStore:
         return [summary(r) for r in self.records()]
 
     def latest_for(self, worker_id: str) -> dict | None:
-        for r in self.records():
-            if (r.get("worker") or {}).get("id") == worker_id:
-                return r
-        return None
+        if self._latest is None:
+            self._latest = {}
+            for r in reversed(self.records()):  # oldest first: the newest wins
+                wid = (r.get("worker") or {}).get("id")
+                if wid:
+                    self._latest[wid] = r
+        return self._latest.get(worker_id)
 
 
 def summary(rec: dict) -> dict:

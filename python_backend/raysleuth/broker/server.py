@@ -147,7 +147,7 @@ class Broker:
             "workers": sum(1 for w in self._workers if w["state"] != "exited"),
             "agents": sum(1 for w in self._workers if w["agent"] and w["state"] != "exited"),
             "watchers": self.hub.watchers,
-            "crashes": len(self.crashes.records()),
+            "crashes": len(self.crashes),
             "started": self.started,
         }
 

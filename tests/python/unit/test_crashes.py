@@ -93,3 +93,14 @@ def test_replay_serves_the_stored_stack_and_refuses_to_run(tmp_path):
     assert r.answer("exceptionInfo", {"threadId": 1})[0]["exceptionId"] == "ValueError"
     body, err = r.answer("scopes", {"frameId": 99})
     assert body is None and err
+
+
+def test_latest_record_per_worker_follows_adds_and_retention(tmp_path):
+    store = CrashStore(tmp_path, keep=2)
+    first = store.add(dict(record(1), worker={"id": "w"}))
+    assert store.latest_for("w")["id"] == first["id"] and len(store) == 1
+    second = store.add(dict(record(2), worker={"id": "w"}))
+    assert store.latest_for("w")["id"] == second["id"]
+    store.add(record(3))
+    store.add(record(4))  # keep=2: both records of "w" are gone
+    assert store.latest_for("w") is None and len(store) == 2
