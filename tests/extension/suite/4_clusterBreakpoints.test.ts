@@ -11,18 +11,12 @@ import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { ClusterBreakpoint, WorkerInfo } from "../../../extension/broker/types";
-import { Commands, DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
+import { Commands, EXTENSION_ID } from "../../../extension/constants";
 import type { SleuthAttachConfig } from "../../../extension/debug/attachConfig";
 import type { MirrorNotifier } from "../../../extension/debug/breakpointMirror";
 import { breakpointAt } from "../../../extension/debug/rankBreakpoints";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { DapMessage, activateExtension, demoBroker, trackDapMessages, waitFor } from "./helpers";
 
-interface DapMessage {
-  type: string;
-  command?: string;
-  event?: string;
-  body?: Record<string, unknown>;
-}
 
 /** A run of tests/fixtures/bp_job.py on the demo's cluster: its stdout lines and its exit. */
 interface FixtureRun {
@@ -137,13 +131,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
     assert.ok(folder, "the test window has a workspace folder");
     workspaceDir = folder.uri.fsPath;
     disposables.push(
-      vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
-        createDebugAdapterTracker(session) {
-          const list: DapMessage[] = [];
-          messages.set(session.id, list);
-          return { onDidSendMessage: (m: unknown) => list.push(m as DapMessage) };
-        },
-      }),
+      trackDapMessages(messages),
       vscode.debug.onDidStartDebugSession((s) => started.push(s)),
     );
   });

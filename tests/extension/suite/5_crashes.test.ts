@@ -8,14 +8,9 @@ import * as fs from "fs";
 import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
-import { Commands, DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { Commands, EXTENSION_ID } from "../../../extension/constants";
+import { DapMessage, activateExtension, demoBroker, trackDapMessages, waitFor } from "./helpers";
 
-interface DapMessage {
-  type: string;
-  event?: string;
-  body?: Record<string, unknown>;
-}
 
 describe("Crashes view against the demo's real broker", function () {
   let api: RaySleuthApi;
@@ -30,13 +25,7 @@ describe("Crashes view against the demo's real broker", function () {
     assert.ok(ext);
     root = ext.extensionPath;
     disposables.push(
-      vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
-        createDebugAdapterTracker(session) {
-          const list: DapMessage[] = [];
-          messages.set(session.id, list);
-          return { onDidSendMessage: (m: unknown) => list.push(m as DapMessage) };
-        },
-      }),
+      trackDapMessages(messages),
     );
   });
 

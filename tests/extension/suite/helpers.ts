@@ -5,7 +5,7 @@ import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import type { ClusterTreeNode } from "../../../extension/cluster/workerTreeProvider";
-import { EXTENSION_ID } from "../../../extension/constants";
+import { DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
 
 export async function activateExtension(): Promise<RaySleuthApi> {
@@ -77,4 +77,23 @@ export function renderTree(api: RaySleuthApi): RenderedItem[] {
   };
   walk(undefined, 0);
   return out;
+}
+
+/** A DAP message a debug adapter sent to VS Code, as a tracker sees it. */
+export interface DapMessage {
+  type: string;
+  command?: string;
+  event?: string;
+  body?: Record<string, unknown>;
+}
+
+/** Records what every "raysleuth" session's adapter sends, by session id, into `messages`. */
+export function trackDapMessages(messages: Map<string, DapMessage[]>): vscode.Disposable {
+  return vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
+    createDebugAdapterTracker(session) {
+      const list: DapMessage[] = [];
+      messages.set(session.id, list);
+      return { onDidSendMessage: (m: unknown) => list.push(m as DapMessage) };
+    },
+  });
 }

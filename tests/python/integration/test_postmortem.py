@@ -198,19 +198,21 @@ async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
         await s.close()
 
 
-def reported(client, pid: int) -> None:
-    """Wait for the agent's first heartbeat: a hard death is recorded with the last one."""
+def reported_crasher(client, rank: int):
+    """A Crasher whose agent has sent its first heartbeat (a hard death is recorded with the
+    last one): (actor, pid)."""
+    a = new_crasher(rank)
+    pid = ray.get(a.pid.remote(), timeout=30)
     wait_until(
         lambda: any(w["pid"] == pid and w["agent"] and w["rank"] is not None for w in client.workers()),
         15,
         message="the worker's agent reported",
     )
+    return a, pid
 
 
 def test_os_exit_gives_worker_died(client):
-    a = new_crasher(205)
-    pid = ray.get(a.pid.remote(), timeout=30)
-    reported(client, pid)
+    a, pid = reported_crasher(client, 205)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(a.exit_hard.remote(), timeout=60)
     rec = wait_until(lambda: crashes_of(client, pid), 30, message="a worker_died record")[0]
@@ -223,9 +225,7 @@ def test_sigkill_gives_worker_died(client):
     import os
     import signal
 
-    a = new_crasher(207)
-    pid = ray.get(a.pid.remote(), timeout=30)
-    reported(client, pid)
+    a, pid = reported_crasher(client, 207)
     os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
     rec = wait_until(lambda: crashes_of(client, pid), 30, message="a record of the SIGKILL")[0]
     assert rec["kind"] == "worker_died" and rec["worker"]["rank"] == 207
@@ -234,9 +234,7 @@ def test_sigkill_gives_worker_died(client):
 
 
 def test_segfault_gives_a_record_with_faulthandler_text(client):
-    a = new_crasher(206)
-    pid = ray.get(a.pid.remote(), timeout=30)
-    reported(client, pid)
+    a, pid = reported_crasher(client, 206)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(a.segfault.remote(), timeout=60)
     rec = wait_until(lambda: crashes_of(client, pid), 30, message="a segfault record")[0]
