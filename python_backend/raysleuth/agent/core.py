@@ -128,6 +128,11 @@ class Agent:
     # --- life cycle -------------------------------------------------------------------------
 
     def start(self, wait_for_connect: bool) -> None:
+        if self.source != "api":
+            # In this thread, now: Ray's main thread must not load a class before the wrap.
+            from raysleuth.agent import loadhook
+
+            loadhook.install_early(self)
         self._thread = threading.Thread(
             target=self._run, args=(wait_for_connect,), name="raysleuth-agent", daemon=True
         )
@@ -286,7 +291,12 @@ class Agent:
             return {"actor_id": None, "actor_class": None, "actor_name": None}
         cls = None
         try:
-            cls = ctx.current_actor._ray_actor_creation_function_descriptor.class_name
+            # The instance Ray created for this actor (before its __init__ ran). Not
+            # ctx.current_actor: building a handle loads the class again, in this thread, and
+            # the copy it makes is not the one the actor runs.
+            for inst in list(getattr(_ray_worker(), "actors", {}).values()):
+                kind = type(inst)
+                cls = getattr(kind, "__ray_actor_class__", kind).__name__
         except Exception:  # noqa: BLE001 - private attribute; the broker fills it from Ray
             pass
         actor = {"actor_id": actor_id, "actor_class": cls, "actor_name": ctx.get_actor_name() or None}

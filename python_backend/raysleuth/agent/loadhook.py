@@ -4,6 +4,12 @@ A worker started after a breakpoint was set gets the point with its first heartb
 its actor runs may arrive just after that. Ray loads every class and function through its
 FunctionActorManager once per worker; wrapping those three methods lets the agent arm the new
 code before its first call, at no cost per task.
+
+The wrap must be in place before Ray's main thread loads the first class: `install_early()`
+puts it there the moment `ray._private.function_manager` is imported (an import hook that
+removes itself), so no load can start unwrapped. A class loaded unwrapped anyway (the agent
+started late, by `raysleuth.init()` in a task) is reported when Ray asks its cache for it at
+the next task.
 """
 
 from __future__ import annotations
@@ -11,14 +17,78 @@ from __future__ import annotations
 import functools
 import sys
 
+MODULE = "ray._private.function_manager"
+
 _installed = False
 
 
-def install(agent) -> None:
+def install_early(agent) -> None:
+    """Wrap Ray's loaders now if Ray's function manager is imported, else as soon as it is.
+
+    Safe from the interpreter's start-up hook: imports nothing of Ray.
+    """
+    if _installed:
+        return
+    if MODULE in sys.modules:
+        install(agent)
+        return
+    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder(agent))
+
+
+class _PostImportFinder:
+    """Finds nothing itself: when MODULE is imported, wraps its loader to install the hook
+    right after the module ran, then leaves sys.meta_path."""
+
+    def __init__(self, agent) -> None:
+        self.agent = agent
+        self._busy = False
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != MODULE or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        except Exception:  # noqa: BLE001 - let the normal import machinery handle it
+            return None
+        finally:
+            self._busy = False
+        loader = getattr(spec, "loader", None) if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None
+        agent, finder = self.agent, self
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                sys.meta_path.remove(finder)
+            except ValueError:
+                pass
+            try:
+                install(agent, module)
+            except Exception:  # noqa: BLE001 - never break Ray's import
+                pass
+
+        try:
+            loader.exec_module = exec_module
+        except Exception:  # noqa: BLE001
+            return None
+        return spec
+
+
+def install(agent, fm=None) -> None:
     global _installed
     if _installed:
         return
-    fm = sys.modules.get("ray._private.function_manager")
+    fm = fm or sys.modules.get(MODULE)
     cls = getattr(fm, "FunctionActorManager", None)
     if cls is None:
         return

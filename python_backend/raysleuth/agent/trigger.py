@@ -31,6 +31,7 @@ from raysleuth.scope import Scope
 LOG_RATE = 50
 """Logpoint lines per point per second; more are counted and reported as dropped."""
 
+
 class HitCondition:
     """DAP hitCondition as debugpy reads it: `5` (the 5th hit), `>5`, `>=5`, `<5`, `<=5`, `==5`, `%5`."""
 

@@ -363,7 +363,11 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       const lines = await waitFor("three logpoint lines of rank 3", () => {
         const mine = api.logpoints.recent.slice(recentBefore).filter((l) => /^\[rank \d+\] value=/.test(l));
         return mine.length >= 3 && mine;
-      }, 30_000);
+      }, 30_000).catch(async (err: Error) => {
+        // Which side lost them: the broker's own record of logpoint lines, or the stream to VS Code.
+        const atBroker = await truth.requestJson<{ rank: number | null; message: string }[]>("GET", "/v1/logs").catch((e: Error) => e.message);
+        throw new Error(`${err.message}; VS Code got ${JSON.stringify(api.logpoints.recent.slice(recentBefore))}; the broker has ${JSON.stringify(atBroker).slice(-1500)}`);
+      });
       assert.deepStrictEqual(lines, expected, "rank 3 only, in order");
 
       const table = await waitFor("a captured row for ranks 0 and 2", () => {
