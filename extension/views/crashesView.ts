@@ -10,6 +10,9 @@ import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { BrokerAccess } from "../debug/configurationProvider";
 
+/** At most one notification of a crash not held for an attach per this many ms. */
+const NOTIFY_EVERY_MS = 10_000;
+
 export interface CrashSummary {
   id: string;
   time: number;
@@ -37,6 +40,12 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   private readonly disposables: vscode.Disposable[] = [];
   /** Sessions opened on crash records, by crash id (the tests look at them). */
   readonly opened: string[] = [];
+  /** Shows the "new crash" notification (tests replace it to press its button). */
+  notifier: (message: string, ...actions: string[]) => Thenable<string | undefined> = (message, ...actions) =>
+    vsapi.showWarningMessage(message, ...actions);
+  /** Crashes not notified one by one (a burst): counted into the next notification. */
+  private unnotified = 0;
+  private lastNotified = 0;
 
   constructor(
     private readonly broker: BrokerAccess,
@@ -71,9 +80,19 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
     }
   }
 
-  private async notify(c: CrashSummary): Promise<void> {
+  /** A burst of crashes (a restart loop, a failing step on every rank) is not a burst of
+   * notifications: one per NOTIFY_EVERY_MS, the next naming how many came meanwhile. A crash
+   * held for an attach is always notified: it waits for the user. */
+  private async notify(c: CrashSummary, now = Date.now()): Promise<void> {
+    if (!c.held_until && now - this.lastNotified < NOTIFY_EVERY_MS) {
+      this.unnotified += 1;
+      return;
+    }
+    this.lastNotified = now;
+    const more = this.unnotified ? ` (${this.unnotified} more in the Crashes view)` : "";
+    this.unnotified = 0;
     const held = c.held_until ? " It is held for you to attach." : "";
-    const pick = await vsapi.showWarningMessage(`Ray Sleuth: ${crashLabel(c)} crashed: ${(c.message ?? "").slice(0, 120)}.${held}`, "Inspect");
+    const pick = await this.notifier(`Ray Sleuth: ${crashLabel(c)} crashed: ${(c.message ?? "").slice(0, 120)}.${held}${more}`, "Inspect");
     if (pick === "Inspect") {
       await this.inspect(c.id);
     }

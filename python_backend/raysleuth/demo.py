@@ -38,8 +38,8 @@ class Trainer:
 
     def step(self, step: int) -> dict:
         grad_scale = 1.0
-        if self.rank == BAD_RANK and step >= DIVERGE_AT:
-            grad_scale = 3.0 ** (step - DIVERGE_AT + 1)  # exploding gradients on one rank
+        if self.rank == BAD_RANK and DIVERGE_AT <= step <= FAIL_AT:
+            grad_scale = 3.0 ** (step - DIVERGE_AT + 1)  # exploding gradients on one rank, once
         loss = 0.0
         for i, w in enumerate(self.weights):
             g = (w - math.sin(i + step * 0.01)) * grad_scale

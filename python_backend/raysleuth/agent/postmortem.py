@@ -179,16 +179,25 @@ def build_record(agent, exc_info) -> dict:
     return record
 
 
+def hold_request() -> float | None:
+    """This worker's RAYSLEUTH_POSTMORTEM_HOLD, sent with the record (None: the broker's)."""
+    env = os.environ.get(HOLD_ENV)
+    if env in (None, ""):
+        return None
+    try:
+        return max(0.0, float(env))
+    except ValueError:
+        return None
+
+
 def hold_seconds(answer: dict | None) -> float:
-    """How long to hold: the broker's answer (0 when nobody watches), capped by our env var."""
+    """How long to hold: the registry's answer (0 when nobody watches)."""
     if not answer or not answer.get("watched"):
         return 0.0
-    env = os.environ.get(HOLD_ENV)
     try:
-        seconds = float(env) if env not in (None, "") else float(answer.get("hold", 0) or 0)
-    except ValueError:
-        seconds = float(answer.get("hold", 0) or 0)
-    return max(0.0, seconds)
+        return max(0.0, float(answer.get("hold", 0) or 0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def on_exception(agent, exc_info) -> None:
@@ -200,7 +209,7 @@ def on_exception(agent, exc_info) -> None:
     _in_capture.active = True
     try:
         record = build_record(agent, exc_info)
-        answer = agent.report_crash(record)
+        answer = agent.report_crash(dict(record, hold_request=hold_request()))
         hold = hold_seconds(answer)
         if hold > 0 and answer.get("id"):
             _hold(agent, exc_info, record, answer["id"], hold)

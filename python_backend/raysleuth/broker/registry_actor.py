@@ -191,11 +191,21 @@ class SleuthRegistry:
         self._hold = float(hold)
 
     async def crash(self, worker_id: str, record: dict) -> dict:
-        """A crash record from an agent: stored by the broker; answers how long to hold."""
+        """A crash record from an agent: stored by the broker; answers how long to hold.
+
+        Held only while a client watches, for the worker's own RAYSLEUTH_POSTMORTEM_HOLD when
+        it has one (`hold_request`), else the broker's. The record says until when, from the
+        start: the client notified of it can tell the user it waits for an attach.
+        """
         crash_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        record = dict(record, id=crash_id)
+        asked = record.pop("hold_request", None) if isinstance(record, dict) else None
+        hold = 0.0
+        if self._watched:
+            hold = float(asked) if isinstance(asked, (int, float)) else self._hold
+        hold = max(0.0, hold)
+        record = dict(record, id=crash_id, held_until=time.time() + hold if hold > 0 else None)
         self._publish(worker_id, "crash", record)
-        return {"id": crash_id, "watched": self._watched, "hold": self._hold if self._watched else 0.0}
+        return {"id": crash_id, "watched": self._watched, "hold": hold}
 
     async def ping(self) -> str:
         return "pong"

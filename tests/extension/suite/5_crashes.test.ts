@@ -35,12 +35,9 @@ describe("Crashes view against the demo's real broker", function () {
     }
   });
 
-  it("a crashed actor is listed; a click opens its record with the call stack at the raise line", async function () {
-    this.timeout(180_000);
-    const fixture = path.join(root, "tests", "fixtures", "crash_job.py");
-    const raiseLine = fs.readFileSync(fixture, "utf8").split("\n").findIndex((l) => l.includes("@bp crash-raise")) + 1;
-    assert.ok(raiseLine > 0);
-    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "crash_driver.py")], {
+  /** tests/fixtures/crash_driver.py against the demo's cluster. */
+  function runDriver(args: string[]) {
+    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "crash_driver.py"), ...args], {
       cwd: root,
       env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
       stdio: ["ignore", "pipe", "pipe"],
@@ -48,9 +45,78 @@ describe("Crashes view against the demo's real broker", function () {
     let out = "";
     child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
     child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    const m = /crashed (\d+) ZeroDivisionError/.exec(out);
-    assert.ok(code === 0 && m, `crash_driver.py: ${out.slice(-3000)}`);
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    return { child, exited, out: () => out };
+  }
+
+  it("a crash held while VS Code watches: the notification's Inspect attaches to the live worker at the raise frame; continue hands the driver Ray's error", async function () {
+    this.timeout(180_000);
+    const fixture = path.join(root, "tests", "fixtures", "crash_job.py");
+    const raiseLine = fs.readFileSync(fixture, "utf8").split("\n").findIndex((l) => l.includes("@bp crash-raise")) + 1;
+    const shown: { message: string; actions: string[] }[] = [];
+    const original = api.crashes.notifier;
+    // The notification's button, pressed for the held crash of rank 8 (any other is left alone).
+    api.crashes.notifier = (message, ...actions) => {
+      shown.push({ message, actions });
+      return Promise.resolve(message.includes("rank 8 · Crasher") ? "Inspect" : undefined);
+    };
+    const openedBefore = api.crashes.opened.length;
+    const startedSessions: vscode.DebugSession[] = [];
+    const sub = vscode.debug.onDidStartDebugSession((x) => startedSessions.push(x));
+    const driver = runDriver(["--rank", "8", "--hold", "90"]);
+    let session: vscode.DebugSession | undefined;
+    try {
+      const pidLine = await waitFor("the driver's actor", () => /pid (\d+)/.exec(driver.out()) ?? (driver.child.exitCode !== null && "exited"), 60_000);
+      assert.ok(Array.isArray(pidLine), `crash_driver.py: ${driver.out()}`);
+      const pid = Number(pidLine[1]);
+      const crash = await waitFor("the held crash in the Crashes view", () => api.crashes.crashes.find((c) => c.worker?.pid === pid), 60_000);
+      assert.ok(crash.held_until && crash.held_until * 1000 > Date.now(), `held: ${JSON.stringify(crash)}`);
+      const note = shown.find((x) => x.message.includes("rank 8 · Crasher"));
+      assert.ok(note, `a notification: ${JSON.stringify(shown)}`);
+      assert.match(note.message, /^Ray Sleuth: rank 8 · Crasher · ZeroDivisionError crashed: float division by zero\. It is held for you to attach\./);
+      assert.deepStrictEqual(note.actions, ["Inspect"]);
+
+      await waitFor("Inspect to open a session on the crash", () => api.crashes.opened.length > openedBefore, 30_000);
+      assert.strictEqual(api.crashes.opened[api.crashes.opened.length - 1], crash.id);
+      session = await waitFor("the crash session", () => startedSessions.find((x) => x.configuration.crash === crash.id), 30_000);
+      const live = session;
+      const stopped = await waitFor("the stopped event", () => (messages.get(live.id) ?? []).find((x) => x.event === "stopped"), 30_000);
+      assert.strictEqual(stopped.body?.reason, "exception");
+      const threadId = stopped.body?.threadId as number;
+      const trace = (await live.customRequest("stackTrace", { threadId })) as { stackFrames: { id: number; name: string; line: number }[] };
+      assert.strictEqual(trace.stackFrames[0].name, "_divide");
+      assert.strictEqual(trace.stackFrames[0].line, raiseLine);
+      // Live, not a replay: an expression no record stores is computed in the worker.
+      const ev = (await live.customRequest("evaluate", { expression: "total * 10", frameId: trace.stackFrames[0].id, context: "repl" })) as { result: string };
+      assert.strictEqual(ev.result, "60");
+      const info = (await live.customRequest("exceptionInfo", { threadId })) as { exceptionId: string };
+      assert.match(info.exceptionId, /ZeroDivisionError/);
+
+      await live.customRequest("continue", { threadId });
+      const code = await Promise.race([driver.exited, new Promise<string>((r) => setTimeout(() => r("still running 60 s after continue"), 60_000).unref())]);
+      assert.strictEqual(code, 0, driver.out());
+      assert.match(driver.out(), new RegExp(`crashed ${pid} ZeroDivisionError: float division by zero`), "the driver got the same error");
+    } finally {
+      sub.dispose();
+      api.crashes.notifier = original;
+      if (session) {
+        await vscode.debug.stopDebugging(session);
+      }
+      if (driver.child.exitCode === null) {
+        driver.child.kill("SIGTERM");
+      }
+    }
+  });
+
+  it("a crashed actor is listed; a click opens its record with the call stack at the raise line", async function () {
+    this.timeout(180_000);
+    const fixture = path.join(root, "tests", "fixtures", "crash_job.py");
+    const raiseLine = fs.readFileSync(fixture, "utf8").split("\n").findIndex((l) => l.includes("@bp crash-raise")) + 1;
+    assert.ok(raiseLine > 0);
+    const driver = runDriver([]);
+    const code = await driver.exited;
+    const m = /crashed (\d+) ZeroDivisionError/.exec(driver.out());
+    assert.ok(code === 0 && m, `crash_driver.py: ${driver.out().slice(-3000)}`);
     const pid = Number(m[1]);
 
     const crash = await waitFor("the crash in the Crashes view", () => api.crashes.crashes.find((c) => c.worker?.pid === pid), 30_000);

@@ -14,7 +14,9 @@ interface TestOutcome {
 
 export function run(): Promise<void> {
   const resultsFile = process.env.RAYSLEUTH_EXT_RESULTS ?? path.resolve(__dirname, "../../../tests/extension/out/results.json");
-  const mocha = new Mocha({ ui: "bdd", timeout: 60_000, color: false, reporter: "dot" });
+  // RAYSLEUTH_EXT_GREP=Crashes runs only the tests whose full title matches (while developing).
+  const grep = process.env.RAYSLEUTH_EXT_GREP;
+  const mocha = new Mocha({ ui: "bdd", timeout: 60_000, color: false, reporter: "dot", ...(grep ? { grep } : {}) });
   const files = fs.readdirSync(__dirname).filter((f) => f.endsWith(".test.js")).sort();
   for (const f of files) {
     mocha.addFile(path.join(__dirname, f));

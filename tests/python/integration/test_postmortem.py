@@ -8,6 +8,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 
 import crash_job
 import pytest
@@ -112,7 +113,13 @@ async def test_held_crash_attach_stops_at_raise_frame_and_continue_delivers_erro
         "the worker held as crashed",
     )
     assert held["paused_at"]["line"] == RAISE_LINE and held["crash"] and held["held_until"]
-    assert any(e == "crash" for e, _ in watcher.events)
+    # The record's own stream event says it is held, and until when (the worker's 60 s).
+    ev = await asyncio.to_thread(
+        wait_until,
+        lambda: next((d for e, d in watcher.events if e == "crash" and d["id"] == held["crash"]), None),
+        10,
+    )
+    assert ev["held_until"] == pytest.approx(time.time() + 60, abs=15)
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "crash": held["crash"]})
     try:
@@ -152,6 +159,10 @@ def test_no_hold_without_a_watcher(client):
     a = new_crasher(203, hold="120")
     with pytest.raises(ray.exceptions.RayTaskError):
         ray.get(a.fail.remote(2), timeout=30)  # well under the hold: nobody watches, no wait
+    rec = wait_until(
+        lambda: next((c for c in client.get("/v1/crashes") if c["worker"].get("rank") == 203), None), 10
+    )
+    assert rec["held_until"] is None
     ray.kill(a)
 
 
