@@ -75,7 +75,7 @@ def broker_env() -> dict:
 
 
 @contextlib.contextmanager
-def local_cluster(prefix: str, num_cpus: int):
+def local_cluster(prefix: str, num_cpus: int, system_config: dict | None = None):
     """A new embedded one-node Ray cluster on loopback in its own temp dir; shut down and removed after."""
     import shutil
 
@@ -89,6 +89,7 @@ def local_cluster(prefix: str, num_cpus: int):
         _temp_dir=temp,
         _node_ip_address="127.0.0.1",
         log_to_driver=False,
+        **({"_system_config": system_config} if system_config else {}),
     )
     try:
         yield ctx
