@@ -314,6 +314,22 @@ class MonitoringBackend:
             raise RuntimeError("no free sys.monitoring tool id")
         mon.register_callback(self.tool, mon.events.LINE, on_line)
         self._codes: set[types.CodeType] = set()
+        self._old: set[types.CodeType] = set()
+        """During a re-arm: the codes armed before it (switched off at the end where not armed again)."""
+
+    def rearm_begin(self) -> None:
+        """Start arming a new set with the old one still on: code that runs during the rescan
+        keeps its LINE events (the hook reads the old table until the new one is whole)."""
+        self._old |= self._codes
+        self._codes = set()
+
+    def rearm_end(self) -> None:
+        for code in self._old - self._codes:
+            try:
+                self._mon.set_local_events(self.tool, code, 0)
+            except Exception:  # noqa: BLE001
+                pass
+        self._old = set()
 
     def arm(self, fn, lines: frozenset) -> bool:
         armed = False
@@ -322,18 +338,20 @@ class MonitoringBackend:
                 armed = True
                 continue
             if lines & _code_lines(code):
-                self._mon.set_local_events(self.tool, code, self._mon.events.LINE)
+                if code not in self._old:  # still on from the set before: nothing to switch
+                    self._mon.set_local_events(self.tool, code, self._mon.events.LINE)
                 self._codes.add(code)
                 armed = True
         return armed
 
     def disarm_all(self) -> None:
-        for code in self._codes:
+        for code in self._codes | self._old:
             try:
                 self._mon.set_local_events(self.tool, code, 0)
             except Exception:  # noqa: BLE001
                 pass
         self._codes.clear()
+        self._old = set()
 
     def restart(self) -> None:
         self._mon.restart_events()  # lines switched off by DISABLE fire again
@@ -401,11 +419,9 @@ class Trigger:
             self._file_points = {}
             self._by_file = {}
             self.scanned_modules = set()
-            rewrite = isinstance(self.backend, RewriteBackend)
-            if rewrite:
-                self.backend.rearm_begin()
-            elif self.backend is not None:
-                self.backend.disarm_all()
+            backend = self.backend
+            if backend is not None:
+                backend.rearm_begin()  # the old set stays on until the new one is armed
             self.armed = set()
             try:
                 if points:
@@ -413,12 +429,14 @@ class Trigger:
                     t0 = time.perf_counter()
                     self._scan(gc.get_objects())
                     self.scan_ms = (time.perf_counter() - t0) * 1000
-                    if isinstance(self.backend, MonitoringBackend):
-                        self.backend.restart()
             finally:
-                if rewrite:
-                    self.backend.rearm_end()
+                if backend is not None:
+                    backend.rearm_end()
                 self._live_by_file = self._by_file
+            if points and isinstance(self.backend, MonitoringBackend):
+                # After the switch: a line the old table had no point for, switched off by the
+                # callback during the scan, fires again now.
+                self.backend.restart()
 
     def points_for_file(self, filename: str) -> list[Point]:
         pts = self._file_points.get(filename)

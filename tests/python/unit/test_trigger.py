@@ -200,3 +200,23 @@ def test_bounded_repr_never_raises():
 
     assert "Bad" in capture.bounded_repr(Bad())
     assert len(capture.bounded_repr("x" * 10_000)) < 300
+
+
+def test_a_call_during_a_re_arm_still_fires(t, monkeypatch):
+    """The agent re-arms when a worker's rank becomes known, while the worker's code runs: that
+    code keeps firing the points of the set before, never runs bare during the rescan."""
+    tr, rec = t
+    tr.update([spec("p1", logMessage="a={a}")], rec.identity())
+    target(1)
+    scan = tr._scan
+
+    def scan_with_a_call(objects):
+        target(2)  # the worker's thread, in the middle of the agent's rescan
+        scan(objects)
+
+    monkeypatch.setattr(tr, "_scan", scan_with_a_call)
+    tr.update([spec("p1", logMessage="a={a}"), spec("p2", line=INNER, logMessage="x={x}")], rec.identity())
+    monkeypatch.undo()
+    target(3)
+    make_closure()(4)
+    assert rec.logs() == ["a=2", "a=4", "a=6", "x=4"]
