@@ -238,32 +238,22 @@ def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     agent.poke()
     agent.log.info("%s holds crash %s for %.0f s", agent, crash_id, hold)
     try:
-        if trigger._wait_for_client(timeout=hold):
-            _stop_at_exception(exc_info)
+        if trigger._wait_for_client(timeout=hold) and not _stop_at_exception(exc_info):
+            agent.log.warning("this debugpy cannot stop at an exception: crash %s goes on", crash_id)
     finally:
         crashed = None
         agent.poke()
 
 
-def _stop_at_exception(exc_info) -> None:
-    """Stop in debugpy at the traceback's innermost frame, as an unhandled exception stops."""
+def _stop_at_exception(exc_info) -> bool:
+    """Stop in debugpy at the traceback's innermost frame, as an unhandled exception stops.
+
+    False where this debugpy has no way to (pydevd without trigger_exception_handler)."""
     import pydevd
 
     py_db = pydevd.get_global_debugger()
     trigger_handler = getattr(py_db, "trigger_exception_handler", None)
-    if trigger_handler is not None:
-        trigger_handler(exc_info, as_uncaught=False)
-        return
-    # Older pydevd: what trigger_exception_handler does, by hand.
-    tb = exc_info[2]
-    frame = None
-    while tb is not None:
-        frame = tb.tb_frame
-        tb = tb.tb_next
-    thread = threading.current_thread()
-    info = py_db.set_additional_thread_info(thread)
-    info.is_tracing += 1
-    try:
-        py_db.do_stop_on_unhandled_exception(thread, frame, None, exc_info)
-    finally:
-        info.is_tracing -= 1
+    if trigger_handler is None:
+        return False
+    trigger_handler(exc_info, as_uncaught=False)
+    return True
