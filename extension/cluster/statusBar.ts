@@ -7,7 +7,7 @@ import { ClusterState } from "./clusterState";
 export function statusText(state: Pick<ClusterState, "status" | "workers">): string {
   switch (state.status) {
     case "connected": {
-      const n = state.workers.length;
+      const n = state.workers.filter((w) => w.state !== "exited").length; // the live ones
       return `Ray: ${n} worker${n === 1 ? "" : "s"}`;
     }
     case "connecting":

@@ -6,10 +6,12 @@ import { NodeInfo, WorkerInfo } from "../broker/types";
 
 export const TASKS_GROUP = "tasks";
 export const IDLE_GROUP = "idle";
+/** Workers that are gone (finished jobs, killed actors): one group per node, last, collapsed. */
+export const EXITED_GROUP = "exited";
 
 export interface WorkerGroup {
   nodeId: string;
-  /** Actor class, or TASKS_GROUP / IDLE_GROUP for workers that host no actor. */
+  /** Actor class, TASKS_GROUP / IDLE_GROUP for workers that host no actor, or EXITED_GROUP. */
   name: string;
   workers: WorkerInfo[];
 }
@@ -19,10 +21,15 @@ export interface NodeGroup {
   nodeIp: string;
   alive: boolean;
   groups: WorkerGroup[];
+  /** Live workers (not exited). */
   workerCount: number;
+  exitedCount: number;
 }
 
 export function groupNameOf(w: WorkerInfo): string {
+  if (w.state === "exited") {
+    return EXITED_GROUP;
+  }
   if (w.actor_class) {
     return w.actor_class;
   }
@@ -39,7 +46,7 @@ function compareWorkers(a: WorkerInfo, b: WorkerInfo): number {
 }
 
 function groupOrder(name: string): number {
-  return name === TASKS_GROUP ? 1 : name === IDLE_GROUP ? 2 : 0;
+  return name === TASKS_GROUP ? 1 : name === IDLE_GROUP ? 2 : name === EXITED_GROUP ? 3 : 0;
 }
 
 /** Groups workers by node, then actor class; nodes the broker knows without workers are kept. */
@@ -48,7 +55,7 @@ export function groupWorkers(workers: readonly WorkerInfo[], nodes: readonly Nod
   const nodeOf = (id: string, ip: string, alive: boolean): NodeGroup => {
     let n = byNode.get(id);
     if (!n) {
-      n = { nodeId: id, nodeIp: ip, alive, groups: [], workerCount: 0 };
+      n = { nodeId: id, nodeIp: ip, alive, groups: [], workerCount: 0, exitedCount: 0 };
       byNode.set(id, n);
     }
     return n;
@@ -68,7 +75,11 @@ export function groupWorkers(workers: readonly WorkerInfo[], nodes: readonly Nod
       node.groups.push(group);
     }
     group.workers.push(w);
-    node.workerCount++;
+    if (name === EXITED_GROUP) {
+      node.exitedCount++;
+    } else {
+      node.workerCount++;
+    }
   }
   const result = [...byNode.values()];
   for (const n of result) {
@@ -90,8 +101,11 @@ export function nodeLabel(n: NodeGroup): string {
 }
 
 export function nodeDescription(n: NodeGroup): string {
-  const count = `${n.workerCount} worker${n.workerCount === 1 ? "" : "s"}`;
-  return n.alive ? count : `${count} · dead`;
+  let text = `${n.workerCount} worker${n.workerCount === 1 ? "" : "s"}`;
+  if (n.exitedCount) {
+    text += ` · ${n.exitedCount} exited`;
+  }
+  return n.alive ? text : `${text} · dead`;
 }
 
 /** e.g. "rank 2 · Learner · pid 4242"; parts that are unknown are left out. */

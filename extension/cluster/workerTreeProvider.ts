@@ -14,6 +14,7 @@ import {
   workerDescription,
   workerLabel,
   workerTooltip,
+  EXITED_GROUP,
   IDLE_GROUP,
   TASKS_GROUP,
 } from "./workerGrouping";
@@ -72,19 +73,24 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
         item.id = `node:${n.nodeId}`;
         item.description = nodeDescription(n);
         item.iconPath = new vscode.ThemeIcon(n.alive ? "server" : "debug-disconnect");
-        item.tooltip = `node ${n.nodeId}\nip: ${n.nodeIp}\nalive: ${n.alive ? "yes" : "no"}\nworkers: ${n.workerCount}`;
+        item.tooltip = `node ${n.nodeId}\nip: ${n.nodeIp}\nalive: ${n.alive ? "yes" : "no"}\nworkers: ${n.workerCount}${n.exitedCount ? ` (and ${n.exitedCount} exited)` : ""}`;
         item.contextValue = n.alive ? "node.alive" : "node.dead";
         return item;
       }
       case "group": {
         const g = element.group;
-        const item = new vscode.TreeItem(g.name, vscode.TreeItemCollapsibleState.Expanded);
+        const exited = g.name === EXITED_GROUP;
+        const item = new vscode.TreeItem(g.name, exited ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.Expanded);
         item.id = `group:${g.nodeId}:${g.name}`;
         item.description = `${g.workers.length}`;
         const plain = g.name === TASKS_GROUP || g.name === IDLE_GROUP;
-        item.iconPath = new vscode.ThemeIcon(plain ? "list-unordered" : "symbol-class");
-        item.tooltip = plain ? `${g.name}: workers that host no actor` : `actor class ${g.name}: ${g.workers.length} worker(s)`;
-        item.contextValue = plain ? "group.plain" : "group.actor";
+        item.iconPath = new vscode.ThemeIcon(exited ? "history" : plain ? "list-unordered" : "symbol-class");
+        item.tooltip = exited
+          ? `${g.workers.length} worker(s) that are gone: finished jobs, killed actors (their crash records stay in the Crashes view)`
+          : plain
+            ? `${g.name}: workers that host no actor`
+            : `actor class ${g.name}: ${g.workers.length} worker(s)`;
+        item.contextValue = exited ? "group.exited" : plain ? "group.plain" : "group.actor";
         return item;
       }
       case "worker": {

@@ -3,7 +3,7 @@
 import * as assert from "assert";
 import { SseParser } from "../../../extension/broker/brokerClient";
 import { WorkerInfo } from "../../../extension/broker/types";
-import { groupWorkers, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
+import { groupWorkers, nodeDescription, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
 import { statusText } from "../../../extension/cluster/statusBar";
 
 let nextPid = 100;
@@ -33,7 +33,7 @@ function worker(over: Partial<WorkerInfo>): WorkerInfo {
 }
 
 describe("Worker tree grouping", () => {
-  it("groups by node, then actor class, with plain workers under tasks / idle, ranks in order", () => {
+  it("groups by node, then actor class, with plain workers under tasks / idle, the exited ones last, ranks in order", () => {
     const tree = groupWorkers(
       [
         worker({ actor_class: "Learner", rank: 3, pid: 40 }),
@@ -42,6 +42,8 @@ describe("Worker tree grouping", () => {
         worker({ task: "prefetch", pid: 43 }),
         worker({ actor_class: "Learner", rank: 2, pid: 44, node_id: "bbbb2222", node_ip: "10.0.0.2" }),
         worker({ actor_class: "Actor", pid: 45 }),
+        worker({ actor_class: "Learner", rank: 0, pid: 46, state: "exited" }),
+        worker({ task: "prefetch", pid: 47, state: "exited" }),
       ],
       [
         { node_id: "aaaa1111", node_ip: "10.0.0.1", alive: true, workers: 5 },
@@ -52,11 +54,12 @@ describe("Worker tree grouping", () => {
     assert.deepStrictEqual(
       tree.map((n) => [n.nodeIp, n.workerCount, n.groups.map((g) => [g.name, g.workers.map((w) => w.pid)])]),
       [
-        ["10.0.0.1", 5, [["Actor", [45]], ["Learner", [41, 40]], ["tasks", [43]], ["idle", [42]]]],
+        ["10.0.0.1", 5, [["Actor", [45]], ["Learner", [41, 40]], ["tasks", [43]], ["idle", [42]], ["exited", [46, 47]]]],
         ["10.0.0.2", 1, [["Learner", [44]]]],
         ["10.0.0.3", 0, []],
       ],
     );
+    assert.deepStrictEqual(tree.map(nodeDescription), ["5 workers · 2 exited", "1 worker", "0 workers · dead"]);
   });
 
   it('labels a worker "rank 2 · Learner · pid 4242" and leaves out what is unknown', () => {
@@ -87,6 +90,7 @@ describe("Worker tree grouping", () => {
   it("writes the status bar text", () => {
     assert.strictEqual(statusText({ status: "connected", workers: [worker({}), worker({})] }), "Ray: 2 workers");
     assert.strictEqual(statusText({ status: "connected", workers: [worker({})] }), "Ray: 1 worker");
+    assert.strictEqual(statusText({ status: "connected", workers: [worker({}), worker({ state: "exited" })] }), "Ray: 1 worker", "exited workers are not counted");
     assert.strictEqual(statusText({ status: "disconnected", workers: [] }), "Ray: disconnected");
   });
 });
