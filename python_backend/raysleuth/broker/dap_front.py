@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.dap.framing import FramingError, encode, read_message
@@ -18,6 +19,9 @@ from raysleuth.errors import SleuthError
 from raysleuth.scope import split_condition
 
 log = logging.getLogger(__name__)
+
+HELD_REPORT_WAIT_S = 5.0
+"""How long attach {crash} waits for a held worker's report after its record came first."""
 
 CAPABILITIES = {
     "supportsConfigurationDoneRequest": True,
@@ -168,14 +172,7 @@ class DapSession:
                 error=f"Ray Sleuth: no crash record {crash_id}. List them with `raysleuth crashes`.",
             )
             return True
-        held = next(
-            (
-                w
-                for w in self.broker.workers()
-                if w["state"] == "crashed" and w.get("crash") == crash_id and w.get("agent")
-            ),
-            None,
-        )
+        held = await self._held_worker(crash_id, rec)
         if held is not None:
             args["worker"] = held["id"]
             return False
@@ -188,6 +185,32 @@ class DapSession:
         )
         await self.event("initialized")
         return True
+
+    async def _held_worker(self, crash_id: str, rec: dict) -> dict | None:
+        """The worker held for this crash, if it is. A record that says it is held may come a
+        moment before the worker's own report does (a client that attaches on the `crash` event):
+        wait for that report, up to HELD_REPORT_WAIT_S, before taking the worker for gone."""
+
+        def find():
+            return next(
+                (
+                    w
+                    for w in self.broker.workers()
+                    if w["state"] == "crashed" and w.get("crash") == crash_id and w.get("agent")
+                ),
+                None,
+            )
+
+        held = find()
+        held_until = rec.get("held_until") or 0
+        deadline = time.monotonic() + HELD_REPORT_WAIT_S
+        while held is None and held_until > time.time() and time.monotonic() < deadline:
+            wid = (rec.get("worker") or {}).get("id")
+            if any(w["id"] == wid and w["state"] == "exited" for w in self.broker.workers()):
+                break
+            await asyncio.sleep(0.05)
+            held = find()
+        return held
 
     async def _replay_answer(self, request: dict) -> None:
         args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)

@@ -146,6 +146,40 @@ async def test_held_crash_attach_stops_at_raise_frame_and_continue_delivers_erro
     ray.kill(a)
 
 
+async def test_attach_on_the_crash_event_is_live(broker, client, watcher):
+    """A client that attaches the moment the `crash` event arrives (the extension's Inspect) gets
+    the held worker, not a replay: the record may come before the worker's own report."""
+    a = new_crasher(208, hold="60")
+    pid = await asyncio.wait_for(a.pid.remote(), 30)
+    ref = a.fail.remote(5)
+    ev = await asyncio.to_thread(
+        wait_until,
+        lambda: next(
+            (d for e, d in watcher.events if e == "crash" and (d.get("worker") or {}).get("pid") == pid), None
+        ),
+        20,
+        0.01,
+        "the crash event",
+    )
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "crash": ev["id"]})
+    try:
+        stopped = await s.wait_event("stopped", timeout=30)
+        tid = stopped["body"]["threadId"]
+        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        ev = await s.request(
+            "evaluate", {"expression": "total * 10", "frameId": frames[0]["id"], "context": "repl"}
+        )
+        assert ev["body"]["result"] == "50", ev  # computed in the worker: a replay cannot
+        await s.request("continue", {"threadId": tid})
+        with pytest.raises(ray.exceptions.RayTaskError):
+            await asyncio.wait_for(ref, 30)
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+    ray.kill(a)
+
+
 def test_short_hold_times_out_and_the_job_goes_on(client, watcher):
     a = new_crasher(202, hold="1")
     with pytest.raises(ray.exceptions.RayTaskError):
