@@ -166,6 +166,9 @@ def make_app(broker) -> web.Application:
             raise BadRequest("'since' must be an integer", "Pass the last seq you saw: ?since=42.") from None
         return web.json_response([r for r in broker.logs if r["seq"] > since])
 
+    async def get_gpu(request: web.Request) -> web.Response:
+        return web.json_response(broker.gpu.rows())
+
     async def get_crashes(request: web.Request) -> web.Response:
         return web.json_response(broker.crashes.summaries())
 
@@ -181,6 +184,7 @@ def make_app(broker) -> web.Application:
         return web.json_response(detail(rec))
 
     app = web.Application(middlewares=[errors_and_auth])
+    app.router.add_get("/v1/gpu", get_gpu)
     app.router.add_get("/v1/crashes", get_crashes)
     app.router.add_get("/v1/crashes/{id}", get_crash)
     app.router.add_get("/v1/breakpoints", get_breakpoints)

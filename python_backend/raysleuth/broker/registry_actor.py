@@ -212,4 +212,10 @@ class SleuthRegistry:
 
 
 def _without_times(info: dict) -> dict:
-    return {k: v for k, v in info.items() if k not in ("time", "received", "gpu")}
+    """What makes a report news: not its times, and a GPU sample only when the memory moved by
+    64 MiB or more (so a steady worker's heartbeat wakes nobody, a growing one does)."""
+    out = {k: v for k, v in info.items() if k not in ("time", "received", "gpu")}
+    gpu = info.get("gpu")
+    if isinstance(gpu, dict):
+        out["gpu"] = [(g.get("gpu"), int(g.get("used_bytes") or 0) >> 26) for g in gpu.get("gpus") or []]
+    return out

@@ -25,6 +25,7 @@ from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.crashes import CrashStore
 from raysleuth.broker.crashes import summary as crash_summary
 from raysleuth.broker.events import EventHub
+from raysleuth.broker.gpu import GpuHistory
 from raysleuth.broker.points import ClusterPoints, public
 from raysleuth.broker.state_api import StateApiClient
 from raysleuth.broker.workers import StateSnapshot, comparable, merge_nodes, merge_workers
@@ -117,6 +118,7 @@ class Broker:
         """Logpoint lines, oldest first, each with a `seq`."""
         self._log_seq = 0
         self.crashes = CrashStore(state_dir)
+        self.gpu = GpuHistory()
         self._seen_alive: set[str] = set()
         """Workers this broker saw alive: only their deaths are news."""
         self._deaths_done: set[str] = set()
@@ -641,6 +643,9 @@ class Broker:
                 continue
             version = res["version"]
             self.reports = res["reports"]
+            for wid in self.gpu.add_reports(self.reports):
+                row = self.gpu.row(wid)
+                self.hub.publish("gpu", dict(row, samples=row["samples"][-8:]))  # the newest only
             self.recompute()
 
     async def _watch_state(self) -> None:
