@@ -35,6 +35,15 @@ export interface WorkerInfo {
   python: string | null;
   /** When the broker last heard of the worker (seconds since the epoch, or ISO text). */
   last_seen: number | string | null;
+  /** This worker's GPU memory from its NVML samples (all its GPUs), null without any. */
+  gpu_memory?: GpuMemory | null;
+}
+
+export interface GpuMemory {
+  used_bytes: number;
+  peak_bytes: number;
+  /** The last samples never fell and rose by 256 MiB or more. */
+  growing: boolean;
 }
 
 /** One Ray node, as `GET /v1/nodes` returns it. */

@@ -132,7 +132,29 @@ export function workerDescription(w: WorkerInfo): string {
   if (!w.agent) {
     text += " (no agent)";
   }
+  if (w.gpu_memory && w.state !== "exited") {
+    text += ` · GPU ${formatBytes(w.gpu_memory.used_bytes)}${w.gpu_memory.growing ? " ↑" : ""}`;
+  }
   return text;
+}
+
+/** "3.5 GiB", "512 MiB", "0 B": binary units, one decimal from GiB up. */
+export function formatBytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Math.max(0, n);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${i >= 3 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
+function gpuMemoryText(m: WorkerInfo["gpu_memory"]): string | null {
+  if (!m) {
+    return null;
+  }
+  return `${formatBytes(m.used_bytes)} (peak ${formatBytes(m.peak_bytes)}${m.growing ? ", growing" : ""})`;
 }
 
 /** Every field, one per line. */
@@ -152,6 +174,7 @@ export function workerTooltip(w: WorkerInfo): string {
     ["job", w.job_id],
     ["node", `${w.node_ip} (${w.node_id})`],
     ["GPUs", w.gpu_ids && w.gpu_ids.length ? w.gpu_ids.join(", ") : null],
+    ["GPU memory", gpuMemoryText(w.gpu_memory)],
     ["python", w.python],
     ["agent", w.agent ? "yes" : "no (seen only through Ray's State API)"],
     ["last seen", formatLastSeen(w.last_seen)],

@@ -55,6 +55,17 @@ class GpuHistory:
         never_fell = all(b >= a for a, b in zip(totals, totals[1:], strict=False))
         return never_fell and totals[-1] - totals[0] >= MIN_GROWTH
 
+    def summary(self, worker_id: str) -> dict | None:
+        """For the worker object: {used_bytes (newest), peak_bytes, growing}, or None."""
+        ring = self._samples.get(worker_id)
+        if not ring or not any(s.get("gpus") for s in ring):
+            return None
+        return {
+            "used_bytes": _total(ring[-1]),
+            "peak_bytes": self._peak.get(worker_id, 0),
+            "growing": self.growing(worker_id),
+        }
+
     def row(self, worker_id: str) -> dict:
         """The HTTP API's row: {worker, rank, peak_bytes, growing, samples: [{t, gpu, ...}]}."""
         samples = []

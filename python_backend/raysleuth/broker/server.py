@@ -163,6 +163,7 @@ class Broker:
             if w.get("crash") is None:
                 rec = self.crashes.latest_for(w["id"])
                 w["crash"] = rec["id"] if rec is not None else None
+            w["gpu_memory"] = self.gpu.summary(w["id"])
         self._workers = workers
         view = comparable(self._workers)
         if view != self._published:

@@ -42,10 +42,12 @@ WORKER_FIELDS = (
     "armed",
     "crash",
     "held_until",
+    "gpu_memory",
 )
 """The contract's fields of a worker object, in order (`cwd` extends it, for path mapping;
 `armed` lists the ids of cluster points armed in the worker now; `crash` is the id of its latest
-crash record, `held_until` the time a crashed worker held for an attach is let go)."""
+crash record, `held_until` the time a crashed worker held for an attach is let go;
+`gpu_memory` is {used_bytes, peak_bytes, growing} from its GPU samples, or null)."""
 
 
 @dataclass

@@ -69,7 +69,7 @@ describe("Worker tree grouping", () => {
     assert.strictEqual(workerLabel(worker({ rank: 0, pid: 9 })), "rank 0 · pid 9");
   });
 
-  it("describes the state, where a worker is paused, and workers without an agent", () => {
+  it("describes the state, where a worker is paused, workers without an agent, and GPU memory", () => {
     assert.strictEqual(workerDescription(worker({ state: "running" })), "running");
     assert.strictEqual(
       workerDescription(worker({ state: "paused", paused_at: { path: "/src/train.py", line: 42, reason: "breakpoint" } })),
@@ -77,11 +77,20 @@ describe("Worker tree grouping", () => {
     );
     assert.strictEqual(workerDescription(worker({ state: "idle", agent: false })), "idle (no agent)");
     assert.strictEqual(workerDescription(worker({ state: "crashed" })), "crashed");
+    const gib = 1024 ** 3;
+    assert.strictEqual(
+      workerDescription(worker({ state: "running", gpu_memory: { used_bytes: 3.5 * gib, peak_bytes: 4 * gib, growing: true } })),
+      "running · GPU 3.5 GiB ↑",
+    );
+    assert.strictEqual(workerDescription(worker({ state: "idle", gpu_memory: { used_bytes: 512 * 1024 ** 2, peak_bytes: gib, growing: false } })), "idle · GPU 512 MiB");
+    assert.strictEqual(workerDescription(worker({ state: "exited", gpu_memory: { used_bytes: gib, peak_bytes: gib, growing: false } })), "exited");
   });
 
   it("puts every known field in the tooltip", () => {
-    const tip = workerTooltip(worker({ pid: 5, rank: 1, world_size: 4, gpu_ids: [0, 1], actor_class: "Learner", agent: false }));
-    for (const line of ["worker: w5", "pid: 5", "rank: 1", "world size: 4", "GPUs: 0, 1", "actor class: Learner", "node: 10.0.0.1 (aaaa1111)", "python: 3.12.4"]) {
+    const gpu_memory = { used_bytes: 3 * 1024 ** 3, peak_bytes: 5.25 * 1024 ** 3, growing: true };
+    const tip = workerTooltip(worker({ pid: 5, rank: 1, world_size: 4, gpu_ids: [0, 1], actor_class: "Learner", agent: false, gpu_memory }));
+    const lines = ["worker: w5", "pid: 5", "rank: 1", "world size: 4", "GPUs: 0, 1", "GPU memory: 3.0 GiB (peak 5.3 GiB, growing)"];
+    for (const line of [...lines, "actor class: Learner", "node: 10.0.0.1 (aaaa1111)", "python: 3.12.4"]) {
       assert.ok(tip.split("\n").includes(line), `${line} in\n${tip}`);
     }
     assert.match(tip, /^agent: no/m);

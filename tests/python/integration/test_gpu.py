@@ -42,6 +42,8 @@ def test_gpu_memory_per_worker_over_time_with_peak_and_growing(client):
         grown = row()
         assert grown["growing"], [s["used_bytes"] // MIB for s in grown["samples"]]
         assert grown["peak_bytes"] == 3 * GIB + 5 * 512 * MIB
+        listed = client.get(f"/v1/workers/{wid}")["gpu_memory"]
+        assert listed == {"used_bytes": used, "peak_bytes": used, "growing": True}
         ray.get(a.hold_more.remote(-2048), timeout=30)  # freed: not growing, the peak stays
         freed = wait_until(
             lambda: (r := row()) is not None and not r["growing"] and r,

@@ -26,6 +26,8 @@ def test_peak_is_over_all_gpus_of_the_worker_and_stays_after_a_release():
     firsts = [(s["t"], s["gpu"], s["used_bytes"]) for s in row["samples"]][:2]
     assert firsts == [(1, 0, 100 * MIB), (1, 1, 50 * MIB)]
     assert len(row["samples"]) == 6
+    assert h.summary("w1") == {"used_bytes": 20 * MIB, "peak_bytes": 350 * MIB, "growing": False}
+    assert h.summary("nobody") is None
 
 
 def test_a_sample_is_taken_once_and_bad_ones_not_at_all():
