@@ -35,13 +35,15 @@ def set_rank(rank: int, world_size: int | None = None, local_rank: int | None = 
 
 
 def event(name: str, **fields) -> None:
-    """Record a named event with fields in this worker's recent-events ring."""
+    """Record a named event with fields: kept in this worker's recent-events ring (crash records
+    carry it) and sent, in batches with the heartbeat, to the broker's cluster-wide timeline
+    (`GET /v1/events`, `raysleuth events --export trace.json`). Never waits, never raises."""
     try:
         from raysleuth import agent
 
         a = agent.get_agent()
         if a is not None:
-            a.events.append({"t": time.time(), "name": str(name), "fields": fields})
+            a.record_event({"t": time.time(), "name": str(name), "fields": fields})
     except Exception:  # noqa: BLE001
         pass
 

@@ -69,6 +69,12 @@ def cmd_crashes(args) -> int:
     return run_crashes(_client(args), args.id, args.json)
 
 
+def cmd_events(args) -> int:
+    from raysleuth.eventscmd import run_events
+
+    return run_events(_client(args), args.since, args.name, args.json, args.export)
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -128,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(cr)
     cr.set_defaults(fn=cmd_crashes)
+
+    ev = sub.add_parser("events", help="the cluster's timeline: raysleuth.event() of every rank, and crashes")
+    ev.add_argument("--since", type=int, default=0, help="only events after this seq")
+    ev.add_argument("--name", help="only events of this name")
+    ev.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    ev.add_argument("--export", metavar="FILE", help="write a trace (chrome://tracing, ui.perfetto.dev)")
+    client_opts(ev)
+    ev.set_defaults(fn=cmd_events)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")

@@ -24,6 +24,8 @@ LOOKUP_RETRY_S = float(os.environ.get("RAYSLEUTH_LOOKUP_RETRY_S", "3.0"))
 
 EARLY_S = 10.0
 EARLY_HEARTBEAT_S = 0.5
+EVENT_BATCH_MAX = 5000
+"""`raysleuth.event()` records kept for the next heartbeat at most (older ones are dropped, counted)."""
 """For EARLY_S after start-up, while no actor identity is known yet, report this often."""
 
 CONNECT_TIMEOUT_S = 300.0
@@ -111,6 +113,9 @@ class Agent:
         self._pending_emits: collections.deque = collections.deque(maxlen=500)
         self._emit_lock = threading.Lock()
         self._emit_n = 0
+        self._event_batch: collections.deque = collections.deque(maxlen=EVENT_BATCH_MAX)
+        """`raysleuth.event()` records not sent to the broker yet (sent with the heartbeat)."""
+        self.events_dropped = 0
 
     @property
     def log(self):
@@ -151,6 +156,24 @@ class Agent:
             registry.report.remote(self.report())
         except Exception:  # noqa: BLE001
             self.log.exception("poke failed")
+
+    def record_event(self, record: dict) -> None:
+        """From the user's thread: an append, no call (the agent thread sends them in batches)."""
+        self.events.append(record)
+        if self.disabled:
+            return
+        if len(self._event_batch) == self._event_batch.maxlen:
+            self.events_dropped += 1
+        self._event_batch.append(record)
+
+    def _flush_events(self) -> None:
+        if not self._event_batch or self._registry is None or self._static is None:
+            return
+        batch = []
+        while self._event_batch and len(batch) < EVENT_BATCH_MAX:
+            batch.append(self._event_batch.popleft())
+        dropped, self.events_dropped = self.events_dropped, 0
+        self.emit("events", {"items": batch, "dropped": dropped})
 
     def emit(self, kind: str, payload: dict) -> None:
         """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
@@ -424,6 +447,7 @@ class Agent:
             self._arm_if_needed()
             self._synced.set()
             self._flush_emits()
+            self._flush_events()
 
     # --- arming -----------------------------------------------------------------------------
 

@@ -159,12 +159,22 @@ def make_app(broker) -> web.Application:
         await broker.push_points()
         return web.json_response({"ok": True})
 
-    async def get_logs(request: web.Request) -> web.Response:
+    def since_of(request: web.Request) -> int:
         try:
-            since = int(request.query.get("since", "0"))
+            return int(request.query.get("since", "0"))
         except ValueError:
             raise BadRequest("'since' must be an integer", "Pass the last seq you saw: ?since=42.") from None
+
+    async def get_logs(request: web.Request) -> web.Response:
+        since = since_of(request)
         return web.json_response([r for r in broker.logs if r["seq"] > since])
+
+    async def get_events(request: web.Request) -> web.Response:
+        since = since_of(request)
+        name = request.query.get("name")
+        return web.json_response(
+            [e for e in broker.events if e["seq"] > since and (name is None or e["name"] == name)]
+        )
 
     async def get_gpu(request: web.Request) -> web.Response:
         return web.json_response(broker.gpu.rows())
@@ -185,6 +195,7 @@ def make_app(broker) -> web.Application:
 
     app = web.Application(middlewares=[errors_and_auth])
     app.router.add_get("/v1/gpu", get_gpu)
+    app.router.add_get("/v1/events", get_events)
     app.router.add_get("/v1/crashes", get_crashes)
     app.router.add_get("/v1/crashes/{id}", get_crash)
     app.router.add_get("/v1/breakpoints", get_breakpoints)

@@ -47,6 +47,9 @@ HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
 DEATH_TYPES = {"SYSTEM_ERROR": "worker_died", "NODE_OUT_OF_MEMORY": "oom"}
 """Ray's exit types of an unexpected death (a crash record each) and the record's kind."""
 
+EVENTS_KEEP = 50_000
+"""Timeline entries the broker keeps (oldest dropped first)."""
+
 CHANGES_WAIT_S = 5.0
 """Long-poll window on the registry actor; also how often last_seen refreshes at the latest."""
 
@@ -117,6 +120,9 @@ class Broker:
         self.logs: collections.deque = collections.deque(maxlen=5000)
         """Logpoint lines, oldest first, each with a `seq`."""
         self._log_seq = 0
+        self.events: collections.deque = collections.deque(maxlen=EVENTS_KEEP)
+        """The cluster's timeline: `raysleuth.event()` records of every worker, and crashes."""
+        self._event_seq = 0
         self.crashes = CrashStore(state_dir)
         self.gpu = GpuHistory()
         self._seen_alive: set[str] = set()
@@ -325,6 +331,12 @@ class Broker:
                 rec["error"] = True
             self.logs.append(rec)
             self.hub.publish("log", rec)
+        elif item.get("kind") == "events":
+            for ev in data.get("items") or []:
+                if isinstance(ev, dict):
+                    self.add_event(who, ev.get("name"), ev.get("t"), ev.get("fields"))
+            if data.get("dropped"):
+                self.add_event(who, "events_dropped", time.time(), {"count": data["dropped"]})
         elif item.get("kind") == "crash":
             self.add_crash(dict(data, worker=dict(w) if w else {"id": item.get("worker"), **who}))
         elif item.get("kind") == "snapshot":
@@ -355,6 +367,21 @@ class Broker:
                 except Exception:  # noqa: BLE001
                     log.exception("bad emitted item")
 
+    def add_event(self, who: dict, name, t, fields) -> dict:
+        """One entry of the timeline: {seq, time, name, rank, worker, pid, fields}."""
+        self._event_seq += 1
+        rec = {
+            "seq": self._event_seq,
+            "time": float(t) if isinstance(t, (int, float)) else time.time(),
+            "name": str(name),
+            "rank": who.get("rank"),
+            "worker": who.get("worker"),
+            "pid": who.get("pid"),
+            "fields": fields if isinstance(fields, dict) else {},
+        }
+        self.events.append(rec)
+        return rec
+
     # --- post-mortem --------------------------------------------------------------------------
 
     def add_crash(self, rec: dict) -> dict:
@@ -369,6 +396,12 @@ class Broker:
         rec["worker"] = worker
         rec = self.crashes.add(rec)
         log.info("crash %s: %s %s", rec["id"], rec.get("kind"), rec.get("exc_type") or "")
+        self.add_event(
+            {"rank": worker.get("rank"), "worker": worker.get("id"), "pid": worker.get("pid")},
+            "crash",
+            rec.get("time"),
+            {"crash": rec["id"], "kind": rec.get("kind"), "error": rec.get("exc_type") or rec.get("message")},
+        )
         self.hub.publish("crash", crash_summary(rec))
         self.recompute()
         return rec

@@ -91,6 +91,10 @@ def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, clien
     assert all("ray/_private" not in f["path"] for f in full["frames"])
     assert "ZeroDivisionError" in full["traceback"]
     assert full["capture_ms"] < 1000
+    on_timeline = [e for e in client.get("/v1/events?name=crash") if e["fields"]["crash"] == rec["id"]]
+    assert [(e["rank"], e["fields"]["kind"], e["fields"]["error"]) for e in on_timeline] == [
+        (200, "exception", "ZeroDivisionError")
+    ]
     gpu = full["gpu"]["gpus"][0]  # the fake's numbers, read through the agent's NVML path
     assert (gpu["used_bytes"], gpu["device_used_bytes"], gpu["uuid"]) == (3 << 30, 5 << 30, "GPU-fake-0")
     # The actor lives on: the exception was Ray's usual task error, nothing more.
