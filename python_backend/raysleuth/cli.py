@@ -75,6 +75,12 @@ def cmd_events(args) -> int:
     return run_events(_client(args), args.since, args.name, args.json, args.export)
 
 
+def cmd_doctor(args) -> int:
+    from raysleuth.doctor import run_doctor
+
+    return run_doctor(_client(args), args.json)
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -142,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--export", metavar="FILE", help="write a trace (chrome://tracing, ui.perfetto.dev)")
     client_opts(ev)
     ev.set_defaults(fn=cmd_events)
+
+    dr = sub.add_parser(
+        "doctor", help="check every node (Python, Ray, debugpy, the agent, NVML, clock, disk)"
+    )
+    dr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(dr)
+    dr.set_defaults(fn=cmd_doctor)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")

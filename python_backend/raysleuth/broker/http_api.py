@@ -176,6 +176,9 @@ def make_app(broker) -> web.Application:
             [e for e in broker.events if e["seq"] > since and (name is None or e["name"] == name)]
         )
 
+    async def get_doctor(request: web.Request) -> web.Response:
+        return web.json_response(await broker.doctor())
+
     async def get_gpu(request: web.Request) -> web.Response:
         return web.json_response(broker.gpu.rows())
 
@@ -195,6 +198,7 @@ def make_app(broker) -> web.Application:
 
     app = web.Application(middlewares=[errors_and_auth])
     app.router.add_get("/v1/gpu", get_gpu)
+    app.router.add_get("/v1/doctor", get_doctor)
     app.router.add_get("/v1/events", get_events)
     app.router.add_get("/v1/crashes", get_crashes)
     app.router.add_get("/v1/crashes/{id}", get_crash)

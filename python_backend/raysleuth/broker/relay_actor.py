@@ -34,6 +34,12 @@ class NodeRelay:
     async def ping(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
+    async def doctor(self, broker_time: float) -> list[dict]:
+        """`raysleuth doctor`'s checks of this node (raysleuth/doctor.py), in a thread."""
+        from raysleuth.doctor import node_checks
+
+        return await asyncio.to_thread(node_checks, broker_time)
+
     async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)

@@ -47,6 +47,9 @@ HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
 DEATH_TYPES = {"SYSTEM_ERROR": "worker_died", "NODE_OUT_OF_MEMORY": "oom"}
 """Ray's exit types of an unexpected death (a crash record each) and the record's kind."""
 
+DOCTOR_TIMEOUT_S = 30.0
+"""How long `raysleuth doctor` waits for a node's relay (a first start included)."""
+
 EVENTS_KEEP = 50_000
 """Timeline entries the broker keeps (oldest dropped first)."""
 
@@ -532,6 +535,53 @@ class Broker:
             return self.relays[node_id]
         self._start_relay_soon(node_id)
         return await asyncio.shield(self._relay_starting[node_id])
+
+    async def doctor(self) -> dict:
+        """`GET /v1/doctor`: the broker's own checks and each live node's, from its relay."""
+        from raysleuth.doctor import _check
+
+        nodes = [n for n in (self.state.nodes if self.state else []) if n.get("state") == "ALIVE"]
+
+        async def one(n: dict) -> dict:
+            try:
+                relay = await asyncio.wait_for(self.relay_for(n["node_id"]), DOCTOR_TIMEOUT_S)
+                checks = await asyncio.wait_for(relay.doctor.remote(time.time()), DOCTOR_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - one node that cannot answer is a finding
+                checks = [
+                    _check(
+                        "relay",
+                        "fail",
+                        f"the node did not answer: {type(exc).__name__}: {exc}",
+                        "Check the node with `ray status`; Ray Sleuth reaches every node through its relay.",
+                    )
+                ]
+            return {"node_id": n["node_id"], "node_ip": n.get("node_ip"), "checks": checks}
+
+        reports = await asyncio.gather(*(one(n) for n in nodes))
+        live = [
+            w
+            for w in self._workers
+            if w["state"] != "exited" and w.get("actor_class") not in names.OWN_ACTOR_CLASSES
+        ]
+        bare = [w for w in live if not w.get("agent")]
+        broker = [
+            _check("nodes", "ok" if nodes else "fail", f"{len(nodes)} alive node(s) in Ray's State API"),
+            _check(
+                "workers",
+                "ok" if not bare else "warn",
+                f"{len(live)} live worker(s), {len(bare)} without the agent",
+                None
+                if not bare
+                else "Those workers cannot be attached to or armed: start Ray with RAYSLEUTH=1.",
+            ),
+            _check(
+                "listen",
+                "ok" if self.host in ("127.0.0.1", "localhost", "::1") else "info",
+                f"HTTP {self.http_url}, DAP {self.dap_address}, token required on both",
+            ),
+        ]
+        fails = [c for c in broker + [c for r in reports for c in r["checks"]] if c["status"] == "fail"]
+        return {"ok": not fails, "broker": broker, "nodes": list(reports)}
 
     def resolve_target(self, args: dict) -> dict:
         """The worker an attach names: `worker` (an id or unique prefix) or `rank` (+ `job`)."""
