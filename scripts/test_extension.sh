@@ -67,6 +67,7 @@ cleanup() {
   if [ -n "$RUN_DIR" ] && [ -d "$RUN_DIR" ]; then
     if [ "${KEEP_RUN_DIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
       [ -f "$RUN_DIR/demo.log" ] && { say "last lines of the demo's log:"; tail -15 "$RUN_DIR/demo.log"; }
+      [ -f "$RUN_DIR/state/broker.log" ] && { say "the broker's log, warnings and breakpoint sets:"; grep -E "WARNING|ERROR|breakpoints|points" "$RUN_DIR/state/broker.log" | tail -40; }
       if [ "${KEEP_RUN_DIR:-0}" = 1 ]; then say "kept $RUN_DIR"; else rm -rf "$RUN_DIR"; fi
     else
       rm -rf "$RUN_DIR"

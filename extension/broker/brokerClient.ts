@@ -326,7 +326,8 @@ export class BrokerClient {
   }
 
   private authHeaders(): Record<string, string> {
-    return { Authorization: `Bearer ${this.token}` };
+    // The broker's log names who changed the cluster set: this window, by its process id.
+    return { Authorization: `Bearer ${this.token}`, "User-Agent": `raysleuth-vscode (pid ${process.pid})` };
   }
 
   private statusError(status: number, text: string, what: string): BrokerError {

@@ -68,7 +68,11 @@ class BrokerClient:
             self.url + path,
             data=data,
             method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "User-Agent": f"raysleuth-cli (pid {os.getpid()})",
+            },
         )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:

@@ -127,9 +127,11 @@ def make_app(broker) -> web.Application:
         return web.json_response(broker.breakpoint_listing())
 
     async def put_breakpoints(request: web.Request) -> web.Response:
-        return web.json_response(await broker.put_breakpoints(await body_of(request)))
+        who = request.headers.get("User-Agent", "")[:60]
+        return web.json_response(await broker.put_breakpoints(await body_of(request), who))
 
     async def delete_breakpoints(request: web.Request) -> web.Response:
+        log.info("all cluster breakpoints deleted by %s", request.headers.get("User-Agent", "?")[:60])
         broker.points.clear()
         await broker.push_points()
         return web.json_response({"ok": True})

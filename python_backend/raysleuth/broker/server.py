@@ -213,8 +213,14 @@ class Broker:
             await asyncio.to_thread(_kv_put_points, {"version": version, "points": specs})
         self._publish_points()
 
-    async def put_breakpoints(self, body: dict) -> dict:
+    async def put_breakpoints(self, body: dict, who: str = "") -> dict:
         parsed = self.points.put_file(body)
+        log.info(
+            "breakpoints of %s set to lines %s%s",
+            body.get("path") if isinstance(body, dict) else "?",
+            [p["line"] for p in parsed] or "none",
+            f" by {who}" if who else "",
+        )
         await self.push_points()
         counts = self.armed_counts()
         return {

@@ -314,8 +314,12 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       await waitFor("the cluster set to drop the marker line", async () => !(await clusterSet(fixture)).some((b) => b.line === line), 15_000);
       const continued = await vscode.commands.executeCommand<string[] | undefined>(Commands.continueAll);
       assert.ok(continued?.includes(workerId), `POST /v1/continue continued rank 1: ${JSON.stringify(continued)}`);
-      await waitFor("rank 1 done and all done", () => job.lines.includes("rank 1 done") && job.lines.includes("all done"), 60_000).catch((err: Error) => {
-        throw new Error(`${err.message}; bp_job.py said: ${job.output()}`);
+      await waitFor("rank 1 done and all done", () => job.lines.includes("rank 1 done") && job.lines.includes("all done"), 60_000).catch(async (err: Error) => {
+        // What held rank 1: its state at the broker, the cluster set, the editor's breakpoints.
+        const w = (await truth.getWorkers().catch(() => [])).find((x) => x.id === workerId);
+        const set = await clusterSet(fixture).catch((e: Error) => e.message);
+        const editor = vscode.debug.breakpoints.filter((b) => b instanceof vscode.SourceBreakpoint).map((b) => `${(b as vscode.SourceBreakpoint).location.uri.fsPath}:${(b as vscode.SourceBreakpoint).location.range.start.line + 1}`);
+        throw new Error(`${err.message}; rank 1 at the broker: ${JSON.stringify({ state: w?.state, paused_at: w?.paused_at })}; cluster set: ${JSON.stringify(set)}; editor: ${JSON.stringify(editor)}; bp_job.py said: ${job.output()}`);
       });
       const code = await Promise.race([job.exited, new Promise<string>((r) => setTimeout(() => r("still running after 60 s"), 60_000).unref())]);
       assert.strictEqual(code, 0, job.output());
