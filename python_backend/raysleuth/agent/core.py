@@ -322,6 +322,11 @@ class Agent:
                 cls = getattr(kind, "__ray_actor_class__", kind).__name__
         except Exception:  # noqa: BLE001 - private attribute; the broker fills it from Ray
             pass
+        if cls is None:
+            # The creation task has not started: Ray's core worker may not hold this actor's
+            # handle yet, and asking for its name then aborts the process (a RAY_CHECK in
+            # ActorManager::GetActorHandle, seen as a worker dying with SYSTEM_ERROR at start).
+            return {"actor_id": actor_id, "actor_class": None, "actor_name": None}
         actor = {"actor_id": actor_id, "actor_class": cls, "actor_name": ctx.get_actor_name() or None}
         if cls in names.OWN_ACTOR_CLASSES:
             self.disabled = True
