@@ -7,7 +7,7 @@ import os
 import time
 
 from raysleuth.errors import BadRequest
-from raysleuth.scope import format_ranks, parse_ranks
+from raysleuth.model.scope import format_ranks, parse_ranks
 
 ARMED_WAIT_S = 2.0
 """How long `break` waits to report how many workers armed the new breakpoint."""

@@ -26,7 +26,7 @@ import time
 import types
 
 from raysleuth.agent.capture import bounded_repr, capture_frames
-from raysleuth.scope import Scope
+from raysleuth.model.scope import Scope
 
 LOG_RATE = 50
 """Logpoint lines per point per second; more are counted and reported as dropped."""

@@ -16,7 +16,7 @@ from raysleuth.broker.auth import check_bearer
 from raysleuth.dap.framing import FramingError, encode, read_message
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
-from raysleuth.scope import split_condition
+from raysleuth.model.scope import split_condition
 
 log = logging.getLogger(__name__)
 

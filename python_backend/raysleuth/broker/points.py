@@ -16,9 +16,9 @@ import os
 import time
 from pathlib import Path
 
-from raysleuth.agent.trigger import HitCondition
+from raysleuth.model.hits import HitCondition
 from raysleuth.errors import BadRequest, NotFound
-from raysleuth.scope import Scope, split_condition, with_ranks
+from raysleuth.model.scope import Scope, split_condition, with_ranks
 
 log = logging.getLogger(__name__)
 

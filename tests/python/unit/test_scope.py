@@ -1,11 +1,37 @@
-"""Rank scopes in breakpoint conditions, as the contract writes them."""
+"""Rank scopes in breakpoint conditions, as the contract writes them.
+
+The cases shared with the extension's parser live in tests/scope_cases.json.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from raysleuth.errors import BadRequest
-from raysleuth.scope import Scope, format_ranks, parse_ranks, split_condition, with_ranks
+from raysleuth.model.scope import Scope, format_ranks, parse_ranks, split_condition, with_ranks
+
+CASES = json.loads((Path(__file__).resolve().parents[2] / "scope_cases.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["condition"] or "(empty)" for c in CASES])
+def test_shared_scope_case(case):
+    if "error" in case:
+        with pytest.raises(BadRequest) as err:
+            split_condition(case["condition"])
+        assert case["error"] in err.value.message and err.value.hint
+        return
+    scope, rest = split_condition(case["condition"])
+    assert (sorted(scope.ranks) if scope.ranks is not None else None) == case["ranks"]
+    assert list(scope.nodes) == case["nodes"] and list(scope.actors) == case["actors"]
+    assert rest == case["rest"]
+    assert scope.text() == case["text"]
+
+
+def test_the_shared_table_has_cases():
+    assert len(CASES) >= 10 and any("error" in c for c in CASES)
 
 
 def test_rank_lists_and_ranges():

@@ -1,7 +1,10 @@
 """Rank scopes of cluster breakpoints: `[rank 0,2-3]`, `[node 3f2a]`, `[actor Learner]`.
 
 A condition may start with one or more scopes (all must hold), followed by an ordinary Python
-condition. The broker parses and validates them; the agent matches them against its worker.
+condition. A leading bracket whose first word is no scope kind is Python (`[x for x in xs] == []`)
+when the text from there is a Python expression, else an unknown scope. The cases both this
+parser and the extension's (extension/breakpoints/rankScope.ts) must agree on are one table:
+tests/scope_cases.json. The broker parses and validates them; the agent matches them against its worker.
 Loaded in every armed worker: standard library only.
 """
 
@@ -131,6 +134,8 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
             break
         kind = KINDS.get(m.group(1).lower())
         if kind is None:
+            if _is_python(text[pos:]):
+                break  # `[x for x in xs] == []`: a bracket that is no scope starts the Python part
             raise BadRequest(
                 f"unknown scope [{m.group(1)} …] in condition {condition!r}",
                 "A scope is [rank 0,2-3], [node <id prefix or IP>] or [actor <class or name>].",
@@ -148,6 +153,14 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
         pos = m.end()
     rest = text[pos:].strip() or None
     return Scope(ranks, tuple(nodes), tuple(actors)), rest
+
+
+def _is_python(text: str) -> bool:
+    try:
+        compile(text.strip(), "<condition>", "eval")
+    except SyntaxError:
+        return False
+    return True
 
 
 def with_ranks(scope: Scope, ranks) -> Scope:

@@ -1,0 +1,254 @@
+"""A cluster point (breakpoint, logpoint or snapshot point) as broker, agent and CLI see it.
+
+Parsed and validated once, at the edge where it comes in (an HTTP body, a saved file, a spec from
+the registry); inside the code it is a `Point`, on the wire JSON. Loaded in every armed worker:
+standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from raysleuth.errors import BadRequest
+from raysleuth.model.hits import HitCondition
+from raysleuth.model.scope import Scope, split_condition, with_ranks
+
+DEFAULT_OWNER = "api"
+"""Owner of points set by an HTTP client that does not name itself."""
+
+MAX_OWNER = 64
+
+
+@dataclass
+class Point:
+    id: str
+    #: Stable id, a digest of what the point is (so the same point set twice keeps its id).
+    kind: str
+    #: "break", "log" (a logpoint) or "snapshot".
+    path: str
+    #: Absolute, normalized path of the file on the editor's host.
+    line: int
+    #: 1-based line.
+    condition: str | None = None
+    #: The condition as the user wrote it, scope included: `[rank 0] step % 100 == 0`.
+    hit_condition: str | None = None
+    #: DAP hitCondition text (`5`, `>5`, `%10`); JSON `hitCondition`.
+    log_message: str | None = None
+    #: Logpoint text with `{expr}` parts; JSON `logMessage`.
+    scope: Scope = field(default_factory=Scope)
+    #: Which workers are armed at all: the condition's scope narrowed by the request's `ranks`.
+    rest: str | None = None
+    #: The condition without its scope: what is evaluated in the frame.
+    rel: str | None = None
+    #: The path relative to the editor's workspace root: a worker with its own copy matches by it.
+    owner: str = DEFAULT_OWNER
+    #: Who set it: `cli`, `vscode:<window>`, an HTTP client's name; a PUT replaces only its own.
+    count: int | None = None
+    #: Snapshot points: captures per worker.
+    snapshot: str | None = None
+    #: Snapshot points: the snapshot id rows are filed under.
+    created: float | None = None
+    #: Snapshot points: when it was added (listing order).
+    hit: HitCondition | None = field(default=None, init=False, repr=False, compare=False)
+    #: `hit_condition`, parsed.
+
+    def __post_init__(self) -> None:
+        self.hit = HitCondition(self.hit_condition) if self.hit_condition else None
+        if self.log_message and self.kind == "break":
+            self.kind = "log"
+
+    @property
+    def ranks(self) -> list[int] | None:
+        return sorted(self.scope.ranks) if self.scope.ranks is not None else None
+
+    # --- wire ----------------------------------------------------------------------------------
+
+    def to_json(self, armed: int | None = None) -> dict:
+        """The public listing (GET /v1/breakpoints, /v1/snapshots)."""
+        out = {
+            "id": self.id,
+            "path": self.path,
+            "line": self.line,
+            "condition": self.condition,
+            "hitCondition": self.hit_condition,
+            "logMessage": self.log_message,
+            "ranks": self.ranks,
+            "scope": self.scope.text(),
+            "owner": self.owner,
+        }
+        if self.kind == "snapshot":
+            out.update(snapshot=self.snapshot, count=self.count, created=self.created)
+        if armed is not None:
+            out["armed"] = armed
+        return out
+
+    def to_spec(self) -> dict:
+        """Everything, for the agents (through the registry and Ray's KV) and the saved set."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "path": self.path,
+            "rel": self.rel,
+            "line": self.line,
+            "condition": self.condition,
+            "rest": self.rest,
+            "hitCondition": self.hit_condition,
+            "logMessage": self.log_message,
+            "scope": self.scope.to_json(),
+            "owner": self.owner,
+            "count": self.count,
+            "snapshot": self.snapshot,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_spec(cls, d: dict) -> Point:
+        """A spec made by `to_spec` (a worker takes its points this way); raises on a bad one."""
+        return cls(
+            id=d["id"],
+            kind=d.get("kind") or "break",
+            path=os.path.normpath(d["path"]),
+            line=int(d["line"]),
+            condition=d.get("condition"),
+            hit_condition=d.get("hitCondition"),
+            log_message=d.get("logMessage"),
+            scope=Scope.from_json(d.get("scope")),
+            rest=d.get("rest"),
+            rel=d.get("rel"),
+            owner=d.get("owner") or DEFAULT_OWNER,
+            count=d.get("count"),
+            snapshot=d.get("snapshot"),
+            created=d.get("created"),
+        )
+
+    def replace(self, **changes) -> Point:
+        return dataclasses.replace(self, **changes)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    @classmethod
+    def parse_breakpoint(cls, path: str, bp: dict, *, root=None, owner: str = DEFAULT_OWNER) -> Point:
+        """One entry of `PUT /v1/breakpoints`'s `breakpoints` list; BadRequest with a hint if bad."""
+        if not isinstance(bp, dict):
+            raise BadRequest(f"a breakpoint must be an object, not {bp!r}", 'Send {"line": 12}.')
+        line = parse_line(bp.get("line"))
+        condition = _optional_str(bp, "condition", '"condition": "[rank 0] step > 10"')
+        scope, rest = split_condition(condition)
+        check_condition(rest, condition or "")
+        scope = with_ranks(scope, bp.get("ranks"))
+        hit = bp.get("hitCondition") or None
+        if hit is not None:
+            try:
+                HitCondition(str(hit))
+            except ValueError:
+                raise BadRequest(
+                    f"hitCondition {hit!r} is not understood",
+                    "Write a number (5) or an operator and one: >5, >=5, %10.",
+                ) from None
+            hit = str(hit)
+        msg = _optional_str(bp, "logMessage", '"logMessage": "loss={loss}"')
+        ranks = sorted(scope.ranks) if scope.ranks is not None else None
+        return cls(
+            id=point_id("bp", owner, path, line, condition, hit, msg, ranks),
+            kind="log" if msg else "break",
+            path=path,
+            line=line,
+            condition=condition,
+            hit_condition=hit,
+            log_message=msg,
+            scope=scope,
+            rest=rest,
+            rel=relative_to(path, root),
+            owner=owner,
+        )
+
+    @classmethod
+    def parse_snapshot(cls, body: dict, sid: str, now: float, owner: str = DEFAULT_OWNER) -> Point:
+        """`POST /v1/snapshots`'s body: {path, line, condition?, ranks?, count?}."""
+        path = parse_path(body)
+        line = parse_line(body.get("line"))
+        condition = _optional_str(body, "condition", '"condition": "[rank 0] step > 10"')
+        scope, rest = split_condition(condition)
+        check_condition(rest, condition or "")
+        scope = with_ranks(scope, body.get("ranks"))
+        count = body.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise BadRequest(f"'count' must be 1 to 1000, not {count!r}", "Captures per worker: 'count': 1.")
+        return cls(
+            id=sid,
+            kind="snapshot",
+            path=path,
+            line=line,
+            condition=condition,
+            scope=scope,
+            rest=rest,
+            rel=relative_to(path, body.get("root")),
+            owner=owner,
+            count=count,
+            snapshot=sid,
+            created=now,
+        )
+
+
+def parse_owner(value) -> str:
+    """A PUT's `owner`: a short string; absent means `api`."""
+    if value is None or value == "":
+        return DEFAULT_OWNER
+    if not isinstance(value, str) or len(value) > MAX_OWNER or not value.isprintable():
+        raise BadRequest(
+            f"'owner' must be a short printable string (at most {MAX_OWNER} characters), not {value!r}",
+            'Name the client that sets the points: "owner": "my-script".',
+        )
+    return value
+
+
+def parse_path(body: dict, name: str = "path") -> str:
+    path = body.get(name)
+    if not isinstance(path, str) or not path:
+        raise BadRequest(f"'{name}' is missing", f'Send "{name}": "/abs/path/to/file.py".')
+    if not os.path.isabs(path):
+        raise BadRequest(f"'{name}' must be an absolute path, not {path!r}", "Send the file's absolute path.")
+    return os.path.normpath(path)
+
+
+def parse_line(value, what: str = "line") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{what}' must be a positive integer, not {value!r}", f'Send "{what}": 12.')
+    return value
+
+
+def check_condition(rest: str | None, condition: str) -> None:
+    """The Python part of a condition must compile (it is evaluated in the worker's frame)."""
+    if rest is None:
+        return
+    try:
+        compile(rest, "<condition>", "eval")
+    except SyntaxError as exc:
+        raise BadRequest(
+            f"condition {condition!r} is not a Python expression: {exc.msg}",
+            "Write a scope, then a Python expression: [rank 0] step % 100 == 0",
+        ) from None
+
+
+def relative_to(path: str, root) -> str | None:
+    """`path` relative to the editor's workspace root, or None when it lies outside or no root."""
+    if not isinstance(root, str) or not root or not os.path.isabs(root):
+        return None
+    rel = os.path.relpath(path, os.path.normpath(root))
+    return None if rel.startswith("..") else rel
+
+
+def point_id(prefix: str, *parts) -> str:
+    digest = hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{prefix}-{digest}"
+
+
+def _optional_str(body: dict, name: str, example: str) -> str | None:
+    value = body.get(name) or None
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"'{name}' must be a string", f"Send {example}.")
+    return value

@@ -1,0 +1,155 @@
+"""The package's layers, read from the source with `ast`: which room may import which.
+
+The broker never imports the agent (the worker's hot path) and the agent never imports the
+broker or the CLI; no import cycle anywhere, lazy imports inside functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[3] / "python_backend" / "raysleuth"
+
+CLI_MODULES = {
+    "raysleuth.cli",
+    "raysleuth.breakcmd",
+    "raysleuth.crashcmd",
+    "raysleuth.eventscmd",
+    "raysleuth.terminal",
+    "raysleuth.doctor",
+    "raysleuth.demo",
+    "raysleuth.__main__",
+}
+"""The command line: nothing below it may import it."""
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every raysleuth module `path` imports, at module level or inside a function."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def in_room(name: str, room: str) -> bool:
+    return name == room or name.startswith(room + ".")
+
+
+def _packages_of(name: str) -> set[str]:
+    """A module's parent packages: importing `a.b.c` runs `a/__init__` and `a/b/__init__` first."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def test_the_broker_never_imports_the_agent_or_the_cli():
+    bad = [
+        (m, t)
+        for m, ts in graph().items()
+        if in_room(m, "raysleuth.broker")
+        for t in ts
+        if in_room(t, "raysleuth.agent") or t in CLI_MODULES
+    ]
+    assert not bad, f"broker modules import the agent or the CLI: {bad}"
+
+
+def test_the_agent_never_imports_the_broker_or_the_cli():
+    bad = [
+        (m, t)
+        for m, ts in graph().items()
+        if in_room(m, "raysleuth.agent")
+        for t in ts
+        if in_room(t, "raysleuth.broker") or t in CLI_MODULES
+    ]
+    assert not bad, f"agent modules import the broker or the CLI: {bad}"
+
+
+def test_shared_modules_import_neither_side():
+    shared = ("raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow")
+    bad = [
+        (m, t)
+        for m, ts in graph().items()
+        if any(in_room(m, s) for s in shared)
+        for t in ts
+        if in_room(t, "raysleuth.agent") or in_room(t, "raysleuth.broker") or t in CLI_MODULES
+    ]
+    assert not bad, f"shared modules import a side: {bad}"
+
+
+def test_no_import_cycles():
+    g = graph()
+    # A package's own __init__ importing its submodules is how packages work, not a cycle.
+    edges = {m: {t for t in ts if t not in _packages_of(m)} for m, ts in g.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(edges.get(m, ())):
+            if state.get(t) == 1:
+                cycles.append(stack[stack.index(t) :] + [t])
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_walk_sees_the_package():
+    g = graph()
+    assert "raysleuth.broker.http_api" in g and "raysleuth.agent" in g
+    assert any(in_room(t, "raysleuth.model") for t in g["raysleuth.model.point"])
+
+
+def test_modules_and_classes_stay_small():
+    """No module over 450 lines, no class over 350 (issue 10)."""
+    big = []
+    for name, path in modules().items():
+        text = path.read_text()
+        lines = text.count("\n") + 1
+        if lines > 450:
+            big.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 350:
+                big.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not big, "too big: " + ", ".join(big)
