@@ -6,6 +6,7 @@ Pure path logic; creating the files is the broker's job.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 BROKER_FILE = "broker.json"
@@ -20,3 +21,16 @@ def default_state_dir() -> Path:
 
 def state_dir(value: str | os.PathLike | None = None) -> Path:
     return Path(value).expanduser().resolve() if value else default_state_dir()
+
+
+def ray_log_dir() -> str:
+    """This process's Ray session log folder (where agent logs go), else the temp folder."""
+    try:
+        from ray._private import worker
+
+        node = getattr(worker.global_worker, "node", None)
+        if node is not None:
+            return node.get_logs_dir_path()
+    except Exception:  # noqa: BLE001 - not in a Ray process (or an old Ray): the temp folder
+        return tempfile.gettempdir()
+    return tempfile.gettempdir()

@@ -65,7 +65,7 @@ def _fault_file() -> str | None:
         import faulthandler
 
         if not faulthandler.is_enabled():
-            from raysleuth.agent.log import _log_dir
+            from raysleuth.paths import ray_log_dir as _log_dir
 
             path = os.path.join(_log_dir(), f"raysleuth-fault-{os.getpid()}.log")
             _fault_log = open(path, "a")  # noqa: SIM115 - stays open for the life of the process

@@ -8,22 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+
+from raysleuth.paths import ray_log_dir as _log_dir
 
 _configured = False
 """Whether the agent's logger has its file handler yet."""
-
-
-def _log_dir() -> str:
-    try:
-        from ray._private import worker
-
-        node = getattr(worker.global_worker, "node", None)
-        if node is not None:
-            return node.get_logs_dir_path()
-    except Exception:  # noqa: BLE001
-        pass
-    return tempfile.gettempdir()
 
 
 def agent_logger() -> logging.Logger:

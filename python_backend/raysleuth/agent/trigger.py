@@ -83,7 +83,7 @@ class Point:
         self.rel = spec.get("rel")
         self.line = int(spec["line"])
         self.scope = Scope.from_json(spec.get("scope"))
-        cond = spec.get("condition")
+        cond = spec.get("rest")
         self.cond = compile(cond, "<condition>", "eval") if cond else None
         hc = spec.get("hitCondition")
         self.hit = HitCondition(hc) if hc else None

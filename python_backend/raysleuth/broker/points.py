@@ -16,8 +16,8 @@ import os
 import time
 from pathlib import Path
 
-from raysleuth.model.hits import HitCondition
 from raysleuth.errors import BadRequest, NotFound
+from raysleuth.model.hits import HitCondition
 from raysleuth.model.scope import Scope, split_condition, with_ranks
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,8 @@ def agent_spec(p: dict) -> dict:
         "path": p["path"],
         "rel": p.get("rel"),
         "line": p["line"],
-        "condition": p.get("_rest"),
+        "condition": p.get("condition"),
+        "rest": p.get("_rest"),
         "hitCondition": p.get("hitCondition"),
         "logMessage": p.get("logMessage"),
         "scope": p["_scope"],

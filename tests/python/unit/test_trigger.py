@@ -66,6 +66,9 @@ FILE = __file__
 
 
 def spec(pid, line=LINE_B, **kw):
+    """A point's spec as the broker sends it: `rest` is the condition without its scope."""
+    if "condition" in kw:
+        kw["rest"] = kw["condition"]
     return dict({"id": pid, "path": FILE, "line": line}, **kw)
 
 
