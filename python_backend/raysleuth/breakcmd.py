@@ -12,6 +12,9 @@ from raysleuth.model.scope import format_ranks, parse_ranks
 ARMED_WAIT_S = 2.0
 """How long `break` waits to report how many workers armed the new breakpoint."""
 
+OWNER = "cli"
+"""The owner of the points set from a terminal: an editor's edits in the same file leave them."""
+
 
 def parse_location(text: str) -> tuple[str, int]:
     """`train.py:42` → ("/abs/train.py", 42)."""
@@ -41,7 +44,9 @@ def describe(bp: dict) -> str:
         parts.append(f"hit {bp['hitCondition']}")
     if bp.get("logMessage"):
         parts.append(f"log {bp['logMessage']!r}")
-    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)})"
+    owner = bp.get("owner")
+    by = f", set by {owner}" if owner and owner != OWNER else ""
+    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)}{by})"
 
 
 def run_break(client, args) -> int:
@@ -53,11 +58,18 @@ def run_break(client, args) -> int:
             print("\n".join(describe(b) for b in bps) if bps else "No cluster breakpoints.")
         return 0
     if args.clear:
+        everyone = getattr(args, "all", False)
         if args.location:
             path = os.path.abspath(args.location.rpartition(":")[0] or args.location)
-            client.set_breakpoints(path, [])
+            owners = {b["owner"] for b in client.breakpoints() if b["path"] == path} if everyone else {OWNER}
+            for owner in sorted(owners):
+                client.set_breakpoints(path, [], owner=owner)
         else:
-            client.delete("/v1/breakpoints")
+            res = client.delete("/v1/breakpoints" if everyone else f"/v1/breakpoints?owner={OWNER}")
+            print(
+                f"Cleared {res.get('deleted', 0)} breakpoint(s){'' if everyone else ' set from the terminal'}."
+            )
+            return 0
         print("Cleared.")
         return 0
     if not args.location:
@@ -65,7 +77,11 @@ def run_break(client, args) -> int:
             "Say where: raysleuth break FILE:LINE.", "Or --list to see the cluster's breakpoints."
         )
     path, line = parse_location(args.location)
-    keep = [_entry(b) for b in client.breakpoints() if b["path"] == path and b["line"] != line]
+    keep = [
+        _entry(b)
+        for b in client.breakpoints()
+        if b["path"] == path and b["line"] != line and b.get("owner", OWNER) == OWNER
+    ]
     if not args.remove:
         new = {"line": line}
         if args.cond:
@@ -77,7 +93,7 @@ def run_break(client, args) -> int:
         if args.log:
             new["logMessage"] = args.log
         keep.append(new)
-    res = client.set_breakpoints(path, keep, root=os.getcwd())
+    res = client.set_breakpoints(path, keep, root=os.getcwd(), owner=OWNER)
     if args.remove:
         print(f"Removed {path}:{line}.")
         return 0

@@ -16,7 +16,7 @@ def _client(args):
 
 
 def cmd_broker(args) -> int:
-    from raysleuth.broker.server import main
+    from raysleuth.broker.app import main
     from raysleuth.paths import state_dir
 
     return main(args.address, args.host, args.port, args.dap_port, state_dir(args.state_dir))
@@ -122,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--hit", help="hit condition: 5, >5, %%10")
     br.add_argument("--log", help="a logpoint: print this message ({expr} is evaluated) instead of stopping")
     br.add_argument("--remove", action="store_true", help="remove the breakpoint at FILE:LINE")
-    br.add_argument("--clear", action="store_true", help="remove all (or FILE's) cluster breakpoints")
+    br.add_argument(
+        "--clear", action="store_true", help="remove the breakpoints set from the terminal (all, or FILE's)"
+    )
+    br.add_argument("--all", action="store_true", help="with --clear: every owner's, the editors' too")
     br.add_argument("--list", action="store_true", help="list the cluster's breakpoints")
     br.add_argument("--follow", action="store_true", help="then print logpoint lines as they come")
     br.add_argument("--json", action="store_true", help="print the HTTP API's JSON")

@@ -110,8 +110,13 @@ class BrokerClient:
     def delete(self, path: str):
         return self.request("DELETE", path)
 
-    def set_breakpoints(self, path: str, breakpoints: list[dict], root: str | None = None) -> dict:
+    def set_breakpoints(
+        self, path: str, breakpoints: list[dict], root: str | None = None, owner: str | None = None
+    ) -> dict:
+        """Replace `owner`'s breakpoints in `path` (absent: the broker's default owner, `api`)."""
         body = {"path": path, "breakpoints": breakpoints}
+        if owner:
+            body["owner"] = owner
         if root:
             body["root"] = root
         return self.put("/v1/breakpoints", body)

@@ -13,6 +13,7 @@ import logging
 import time
 
 from raysleuth.broker.auth import check_bearer
+from raysleuth.broker.targets import resolve_target
 from raysleuth.dap.framing import FramingError, encode, read_message
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
@@ -53,10 +54,12 @@ class DapSession:
 
     _next_id = 0
 
-    def __init__(self, broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, door: DapFrontDoor, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         DapSession._next_id += 1
         self.id = DapSession._next_id
-        self.broker = broker
+        self.door = door
         self.reader = reader
         self.writer = writer
         self.seq = 0
@@ -123,12 +126,12 @@ class DapSession:
     async def attach_request(self, request: dict) -> bool:
         args = request.get("arguments") or {}
         token = args.get("token")
-        if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.broker.token):
+        if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.door.token):
             await self.respond(
                 request,
                 error=(
                     "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
-                    f"{self.broker.token_file} (clients read it from broker.json's token_file)."
+                    f"{self.door.token_file} (clients read it from broker.json's token_file)."
                 ),
             )
             return True
@@ -138,13 +141,13 @@ class DapSession:
         if args.get("crash") is not None and await self._attach_crash(request, args):
             return True
         try:
-            worker = self.broker.resolve_target(args)
+            worker = resolve_target(self.door.table.workers(), args)
             mappings = list(args.get("pathMappings") or [])
-            self.link = await self.broker.lease_link(worker, self, progress=self._progress)
+            self.link = await self.door.leases.lease(worker, self, progress=self._progress)
             if not mappings and isinstance(args.get("localRoot"), str):
                 from raysleuth.broker.pathmap import auto_mapping
 
-                mappings = await auto_mapping(self.broker, worker, args["localRoot"])
+                mappings = await auto_mapping(self.door.agents, worker, args["localRoot"])
                 for m in mappings:
                     await self.output(f"Ray Sleuth: mapping {m['localRoot']} ↔ worker's {m['remoteRoot']}")
             self.paths = PathMapper(mappings)
@@ -165,7 +168,7 @@ class DapSession:
         from raysleuth.broker.replay import Replay
 
         crash_id = str(args["crash"])
-        rec = self.broker.crashes.get(crash_id)
+        rec = self.door.crashes.get(crash_id)
         if rec is None:
             await self.respond(
                 request,
@@ -195,7 +198,7 @@ class DapSession:
             return next(
                 (
                     w
-                    for w in self.broker.workers()
+                    for w in self.door.table.workers()
                     if w["state"] == "crashed" and w.get("crash") == crash_id and w.get("agent")
                 ),
                 None,
@@ -206,7 +209,7 @@ class DapSession:
         deadline = time.monotonic() + HELD_REPORT_WAIT_S
         while held is None and held_until > time.time() and time.monotonic() < deadline:
             wid = (rec.get("worker") or {}).get("id")
-            if any(w["id"] == wid and w["state"] == "exited" for w in self.broker.workers()):
+            if any(w["id"] == wid and w["state"] == "exited" for w in self.door.table.workers()):
                 break
             await asyncio.sleep(0.05)
             held = find()
@@ -297,14 +300,14 @@ class DapSession:
         link, self.link = self.link, None
         if link is None:
             return
-        await self.broker.release_link(link, self)
+        await self.door.leases.release(link, self)
 
     async def link_closed(self, link) -> None:
         """The worker's debugger went away (the worker exited or was killed)."""
         if link is not self.link:
             return
         self.link = None
-        cause = await self.broker.describe_exit(link.worker_id)
+        cause = await self.door.leases.describe_exit(link.worker_id)
         await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
         await self.event("terminated")
 
@@ -344,11 +347,18 @@ class DapSession:
 
 
 class DapFrontDoor:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    """The listening side: one `DapSession` per connection, over the broker's services."""
+
+    def __init__(self, token: str, token_file, table, leases, crashes, agents) -> None:
+        self.token = token
+        self.token_file = token_file
+        self.table = table
+        self.leases = leases
+        self.crashes = crashes
+        self.agents = agents
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        session = DapSession(self.broker, reader, writer)
+        session = DapSession(self, reader, writer)
         try:
             await session.run()
         except (ConnectionError, asyncio.CancelledError):

@@ -1,12 +1,20 @@
-"""Fan-out of broker events to the server-sent-event stream's subscribers.
+"""The broker's hub: events for the server-sent-event stream's subscribers, and the topics its
+services tell each other about (a link stopped, a crash was filed, the table changed).
 
-A slow subscriber loses old events, never slows the broker: its queue is bounded.
+A slow subscriber loses old events, never slows the broker: its queue is bounded. A listener
+that fails is logged and the others still run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from collections.abc import Callable
+
+from raysleuth.swallow import swallow_exception
+
+log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
 
@@ -16,6 +24,19 @@ class EventHub:
         self._subscribers: set[asyncio.Queue] = set()
         self.on_watchers = None
         """Called with the number of watchers whenever it changes."""
+        self._listeners: dict[str, list[Callable]] = {}
+
+    def on(self, topic: str, listener: Callable) -> None:
+        """Call `listener(payload)` on every `emit(topic, payload)` (in the broker's own loop)."""
+        self._listeners.setdefault(topic, []).append(listener)
+
+    def emit(self, topic: str, payload=None) -> None:
+        """Tell the broker's services: not sent to clients (that is `publish`)."""
+        for listener in list(self._listeners.get(topic, ())):
+            try:
+                listener(payload)
+            except Exception:  # noqa: BLE001 - one listener's bug must not stop the others
+                swallow_exception(log, "a %s listener failed", topic, level=logging.ERROR)
 
     def _changed(self) -> None:
         if self.on_watchers is not None:
@@ -48,10 +69,7 @@ class EventHub:
         frame = format_sse(event, data)
         for q in list(self._subscribers):
             if q.full():
-                try:
-                    q.get_nowait()
-                except asyncio.QueueEmpty:
-                    pass
+                q.get_nowait()  # full, so not empty: the oldest frame goes
             q.put_nowait(frame)
 
 

@@ -1,19 +1,24 @@
 """The broker's HTTP API (JSON, bearer token) and its server-sent-event stream.
 
-Handlers only translate between HTTP and the broker; bad input gets a 4xx JSON error with a
-hint and never takes the broker down.
+Handlers only translate between HTTP and the broker's services (`Services`); bad input gets a
+4xx JSON error with a hint and never takes the broker down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
+from raysleuth.broker.crashes import detail
 from raysleuth.broker.events import format_sse
 from raysleuth.errors import BadRequest, NotFound, SleuthError
+from raysleuth.model.point import parse_owner
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +30,39 @@ def _error(status: int, message: str, hint: str | None) -> web.Response:
     return web.json_response({"error": message, "hint": hint}, status=status)
 
 
-def make_app(broker) -> web.Application:
+@dataclass
+class Services:
+    """What the HTTP layer reads: the broker's services, built by `broker/app.py`."""
+
+    token: str
+    token_file: Path | str
+    hub: object
+    #: EventHub: the stream's events.
+    table: object
+    #: WorkerTable: workers and nodes.
+    status: Callable[[], dict]
+    points: object = None
+    #: PointService: the cluster's breakpoints and snapshot points.
+    timeline: object = None
+    #: Timeline: events and logpoint lines.
+    crashes: object = None
+    #: CrashStore.
+    gpu: object = None
+    #: GpuHistory.
+    control: object = None
+    #: Control: evaluate, continue, pause.
+    doctor: object = None
+    #: Doctor.
+
+
+def make_app(svc: Services) -> web.Application:
     @web.middleware
     async def errors_and_auth(request: web.Request, handler):
-        if not check_bearer(request.headers.get("Authorization"), broker.token):
+        if not check_bearer(request.headers.get("Authorization"), svc.token):
             return _error(
                 401,
                 "Missing or wrong token.",
-                f"Send 'Authorization: Bearer <token>'; the broker's token is in {broker.token_file}"
+                f"Send 'Authorization: Bearer <token>'; the broker's token is in {svc.token_file}"
                 " (or set RAYSLEUTH_TOKEN for the CLI).",
             )
         try:
@@ -62,20 +92,20 @@ def make_app(broker) -> web.Application:
             )
 
     async def get_workers(request: web.Request) -> web.Response:
-        return web.json_response(broker.workers())
+        return web.json_response(svc.table.workers())
 
     async def get_worker(request: web.Request) -> web.Response:
         wid = request.match_info["id"]
-        for w in broker.workers():
+        for w in svc.table.workers():
             if w["id"] == wid:
                 return web.json_response(w)
         raise NotFound(f"No worker with id {wid}.", "List workers with GET /v1/workers or `raysleuth list`.")
 
     async def get_nodes(request: web.Request) -> web.Response:
-        return web.json_response(broker.nodes())
+        return web.json_response(svc.table.nodes())
 
     async def get_status(request: web.Request) -> web.Response:
-        return web.json_response(broker.status())
+        return web.json_response(svc.status())
 
     async def stream(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(
@@ -86,9 +116,9 @@ def make_app(broker) -> web.Application:
             }
         )
         await resp.prepare(request)
-        queue = broker.hub.subscribe()
+        queue = svc.hub.subscribe()
         try:
-            await resp.write(format_sse("workers", broker.workers()))
+            await resp.write(format_sse("workers", svc.table.workers()))
             quiet = 0.0
             while True:
                 try:
@@ -109,7 +139,7 @@ def make_app(broker) -> web.Application:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
-            broker.hub.unsubscribe(queue)
+            svc.hub.unsubscribe(queue)
         return resp
 
     async def body_of(request: web.Request) -> dict:
@@ -123,42 +153,42 @@ def make_app(broker) -> web.Application:
             raise BadRequest("The body must be a JSON object.", 'Send {"...": ...}.')
         return body
 
+    def who(request: web.Request) -> str:
+        return request.headers.get("User-Agent", "")[:60]
+
     async def get_breakpoints(request: web.Request) -> web.Response:
-        return web.json_response(broker.breakpoint_listing())
+        return web.json_response(svc.points.breakpoint_listing())
 
     async def put_breakpoints(request: web.Request) -> web.Response:
-        who = request.headers.get("User-Agent", "")[:60]
-        return web.json_response(await broker.put_breakpoints(await body_of(request), who))
+        return web.json_response(await svc.points.put_file(await body_of(request), who(request)))
 
     async def delete_breakpoints(request: web.Request) -> web.Response:
-        log.info("all cluster breakpoints deleted by %s", request.headers.get("User-Agent", "?")[:60])
-        broker.points.clear()
-        await broker.push_points()
-        return web.json_response({"ok": True})
+        owner = request.query.get("owner")
+        owner = parse_owner(owner) if owner is not None else None
+        gone = await svc.points.clear(owner, who(request))
+        return web.json_response({"ok": True, "deleted": gone})
 
     async def post_evaluate(request: web.Request) -> web.Response:
-        return web.json_response(await broker.evaluate(await body_of(request)))
+        return web.json_response(await svc.control.evaluate(await body_of(request)))
 
     async def post_continue(request: web.Request) -> web.Response:
-        return web.json_response(await broker.continue_paused(await body_of(request)))
+        return web.json_response(await svc.control.continue_paused(await body_of(request)))
 
     async def post_pause(request: web.Request) -> web.Response:
-        return web.json_response(await broker.pause(await body_of(request)))
+        return web.json_response(await svc.control.pause(await body_of(request)))
 
     async def post_snapshot(request: web.Request) -> web.Response:
-        snap = broker.points.add_snapshot(await body_of(request))
-        await broker.push_points()
-        return web.json_response({"id": snap["id"]})
+        snap = await svc.points.add_snapshot(await body_of(request))
+        return web.json_response({"id": snap.id})
 
     async def get_snapshots(request: web.Request) -> web.Response:
-        return web.json_response(broker.snapshot_listing())
+        return web.json_response(svc.points.snapshot_listing())
 
     async def get_snapshot(request: web.Request) -> web.Response:
-        return web.json_response(broker.points.snapshot(request.match_info["id"])["_rows"])
+        return web.json_response(svc.points.points.snapshot_rows(request.match_info["id"]))
 
     async def delete_snapshot(request: web.Request) -> web.Response:
-        broker.points.remove_snapshot(request.match_info["id"])
-        await broker.push_points()
+        await svc.points.remove_snapshot(request.match_info["id"])
         return web.json_response({"ok": True})
 
     def since_of(request: web.Request) -> int:
@@ -168,29 +198,22 @@ def make_app(broker) -> web.Application:
             raise BadRequest("'since' must be an integer", "Pass the last seq you saw: ?since=42.") from None
 
     async def get_logs(request: web.Request) -> web.Response:
-        since = since_of(request)
-        return web.json_response([r for r in broker.logs if r["seq"] > since])
+        return web.json_response(svc.timeline.logs_since(since_of(request)))
 
     async def get_events(request: web.Request) -> web.Response:
-        since = since_of(request)
-        name = request.query.get("name")
-        return web.json_response(
-            [e for e in broker.events if e["seq"] > since and (name is None or e["name"] == name)]
-        )
+        return web.json_response(svc.timeline.events_since(since_of(request), request.query.get("name")))
 
     async def get_doctor(request: web.Request) -> web.Response:
-        return web.json_response(await broker.doctor())
+        return web.json_response(await svc.doctor.report())
 
     async def get_gpu(request: web.Request) -> web.Response:
-        return web.json_response(broker.gpu.rows())
+        return web.json_response(svc.gpu.rows())
 
     async def get_crashes(request: web.Request) -> web.Response:
-        return web.json_response(broker.crashes.summaries())
+        return web.json_response(svc.crashes.summaries())
 
     async def get_crash(request: web.Request) -> web.Response:
-        from raysleuth.broker.crashes import detail
-
-        rec = broker.crashes.get(request.match_info["id"])
+        rec = svc.crashes.get(request.match_info["id"])
         if rec is None:
             raise NotFound(
                 f"No crash record {request.match_info['id']}.",

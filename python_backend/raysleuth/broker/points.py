@@ -1,14 +1,15 @@
 """The cluster's breakpoints, logpoints and snapshot points, as the broker keeps them.
 
-Breakpoints are set per file (`PUT /v1/breakpoints` replaces a file's set, as DAP's
-setBreakpoints does); snapshot points are added one at a time and collect rows. Every change
-goes to the registry actor as one list of specs, which each agent gets with its next heartbeat.
-The set is saved in the state dir, so a broker restart re-arms what the user had.
+Breakpoints are set per file and per owner (`PUT /v1/breakpoints` replaces that owner's points
+in that file, as DAP's setBreakpoints does for one editor); snapshot points are added one at a
+time and collect rows. Every change goes to the agents as one list of specs (the registry hands
+it out with each heartbeat; Ray's KV holds it for workers that start). The set is saved in the
+state dir, so a broker restart re-arms what the user had.
 """
 
 from __future__ import annotations
 
-import hashlib
+import collections
 import itertools
 import json
 import logging
@@ -17,8 +18,7 @@ import time
 from pathlib import Path
 
 from raysleuth.errors import BadRequest, NotFound
-from raysleuth.model.hits import HitCondition
-from raysleuth.model.scope import Scope, split_condition, with_ranks
+from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
 
 log = logging.getLogger(__name__)
 
@@ -26,222 +26,108 @@ MAX_SNAPSHOT_ROWS = 2000
 """Rows kept per snapshot point (ranks × captures)."""
 
 
-def _abs_path(body: dict, field: str = "path") -> str:
-    path = body.get(field)
-    if not isinstance(path, str) or not path:
-        raise BadRequest(f"'{field}' is missing", f'Send "{field}": "/abs/path/to/file.py".')
-    if not os.path.isabs(path):
-        raise BadRequest(
-            f"'{field}' must be an absolute path, not {path!r}", "Send the file's absolute path."
-        )
-    return os.path.normpath(path)
+class PointSet:
+    """The points themselves: pure data and its file, no Ray, no events."""
 
-
-def _line(value, what: str = "line") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"'{what}' must be a positive integer, not {value!r}", f'Send "{what}": 12.')
-    return value
-
-
-def _check_condition(rest: str | None, condition: str) -> None:
-    if rest is None:
-        return
-    try:
-        compile(rest, "<condition>", "eval")
-    except SyntaxError as exc:
-        raise BadRequest(
-            f"condition {condition!r} is not a Python expression: {exc.msg}",
-            "Write a scope, then a Python expression: [rank 0] step % 100 == 0",
-        ) from None
-
-
-def _rel(path: str, root) -> str | None:
-    """The path relative to the editor's workspace root: workers with their own copy match by it."""
-    if not isinstance(root, str) or not root or not os.path.isabs(root):
-        return None
-    rel = os.path.relpath(path, os.path.normpath(root))
-    return None if rel.startswith("..") else rel
-
-
-def _point_id(prefix: str, *parts) -> str:
-    digest = hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    return f"{prefix}-{digest}"
-
-
-def parse_breakpoint(path: str, rel: str | None, bp: dict) -> dict:
-    if not isinstance(bp, dict):
-        raise BadRequest(f"a breakpoint must be an object, not {bp!r}", 'Send {"line": 12}.')
-    line = _line(bp.get("line"))
-    condition = bp.get("condition") or None
-    if condition is not None and not isinstance(condition, str):
-        raise BadRequest("'condition' must be a string", 'Send "condition": "[rank 0] step > 10".')
-    scope, rest = split_condition(condition)
-    _check_condition(rest, condition or "")
-    scope = with_ranks(scope, bp.get("ranks"))
-    hit = bp.get("hitCondition") or None
-    if hit is not None:
-        try:
-            HitCondition(str(hit))
-        except ValueError:
-            raise BadRequest(
-                f"hitCondition {hit!r} is not understood",
-                "Write a number (5) or an operator and one: >5, >=5, %10.",
-            ) from None
-    msg = bp.get("logMessage") or None
-    if msg is not None and not isinstance(msg, str):
-        raise BadRequest("'logMessage' must be a string", 'Send "logMessage": "loss={loss}".')
-    ranks = sorted(scope.ranks) if scope.ranks is not None else None
-    return {
-        "id": _point_id("bp", path, line, condition, hit, msg, ranks),
-        "kind": "log" if msg else "break",
-        "path": path,
-        "rel": rel,
-        "line": line,
-        "condition": condition,
-        "hitCondition": hit,
-        "logMessage": msg,
-        "ranks": ranks,
-        "scope": scope.text(),
-        "_scope": scope.to_json(),
-        "_rest": rest,
-    }
-
-
-def agent_spec(p: dict) -> dict:
-    """What an agent needs of a point: the condition without its scope, the scope parsed."""
-    return {
-        "id": p["id"],
-        "kind": p["kind"],
-        "path": p["path"],
-        "rel": p.get("rel"),
-        "line": p["line"],
-        "condition": p.get("condition"),
-        "rest": p.get("_rest"),
-        "hitCondition": p.get("hitCondition"),
-        "logMessage": p.get("logMessage"),
-        "scope": p["_scope"],
-        "count": p.get("count"),
-        "snapshot": p.get("snapshot"),
-    }
-
-
-def public(p: dict, armed: int) -> dict:
-    out = {k: v for k, v in p.items() if not k.startswith("_") and k not in ("kind", "rel")}
-    out["armed"] = armed
-    return out
-
-
-class ClusterPoints:
     def __init__(self, state_dir: Path | None) -> None:
-        self.files: dict[str, list[dict]] = {}
-        """Path → that file's breakpoints, in line order."""
-        self.snapshots: dict[str, dict] = {}
-        """Snapshot id → its point, with its rows."""
+        self.files: dict[str, list[Point]] = {}
+        """Path → that file's breakpoints of every owner, in line order."""
+        self.snapshots: dict[str, Point] = {}
+        """Snapshot id → its point."""
+        self.rows: dict[str, list[dict]] = {}
+        """Snapshot id → the rows captured so far."""
         self._ids = itertools.count(1)
         self._file = Path(state_dir) / "breakpoints.json" if state_dir else None
         self._load()
 
     # --- breakpoints ----------------------------------------------------------------------
 
-    def put_file(self, body: dict) -> list[dict]:
+    def put_file(self, body: dict) -> tuple[str, str, list[Point]]:
+        """Replace one owner's points in one file; returns (path, owner, that owner's new points)."""
         if not isinstance(body, dict):
             raise BadRequest("the body must be a JSON object", 'Send {"path": ..., "breakpoints": [...]}.')
-        path = _abs_path(body)
+        path = parse_path(body)
+        owner = parse_owner(body.get("owner"))
         bps = body.get("breakpoints")
         if not isinstance(bps, list):
             raise BadRequest(
                 "'breakpoints' must be a list", 'Send "breakpoints": [{"line": 12}] (empty clears).'
             )
-        rel = _rel(path, body.get("root"))
-        parsed = [parse_breakpoint(path, rel, bp) for bp in bps]
-        parsed.sort(key=lambda p: p["line"])
-        if parsed:
-            self.files[path] = parsed
+        mine = [Point.parse_breakpoint(path, bp, root=body.get("root"), owner=owner) for bp in bps]
+        others = [p for p in self.files.get(path, ()) if p.owner != owner]
+        merged = sorted(others + mine, key=lambda p: (p.line, p.owner))
+        if merged:
+            self.files[path] = merged
         else:
             self.files.pop(path, None)
         self._save()
-        return parsed
+        return path, owner, sorted(mine, key=lambda p: p.line)
 
-    def clear(self) -> None:
-        self.files.clear()
+    def clear(self, owner: str | None = None) -> int:
+        """Remove every breakpoint (owner None) or only one owner's; returns how many went."""
+        gone = 0
+        for path in list(self.files):
+            keep = [p for p in self.files[path] if owner is not None and p.owner != owner]
+            gone += len(self.files[path]) - len(keep)
+            if keep:
+                self.files[path] = keep
+            else:
+                del self.files[path]
         self._save()
+        return gone
 
-    def breakpoints(self) -> list[dict]:
+    def breakpoints(self) -> list[Point]:
         return [p for path in sorted(self.files) for p in self.files[path]]
 
     # --- snapshot points ------------------------------------------------------------------
 
-    def add_snapshot(self, body: dict) -> dict:
+    def add_snapshot(self, body: dict) -> Point:
         if not isinstance(body, dict):
             raise BadRequest("the body must be a JSON object", 'Send {"path": ..., "line": 12}.')
-        path = _abs_path(body)
-        line = _line(body.get("line"))
-        condition = body.get("condition") or None
-        scope, rest = split_condition(condition)
-        _check_condition(rest, condition or "")
-        scope = with_ranks(scope, body.get("ranks"))
-        count = body.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-            raise BadRequest(f"'count' must be 1 to 1000, not {count!r}", "Captures per worker: 'count': 1.")
         sid = f"snap-{next(self._ids)}-{int(time.time()) % 100000}"
-        snap = {
-            "id": sid,
-            "kind": "snapshot",
-            "snapshot": sid,
-            "path": path,
-            "rel": _rel(path, body.get("root")),
-            "line": line,
-            "condition": condition,
-            "hitCondition": None,
-            "logMessage": None,
-            "ranks": sorted(scope.ranks) if scope.ranks is not None else None,
-            "scope": scope.text(),
-            "count": count,
-            "created": time.time(),
-            "_scope": scope.to_json(),
-            "_rest": rest,
-            "_rows": [],
-        }
+        snap = Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
         self.snapshots[sid] = snap
+        self.rows[sid] = []
         return snap
 
-    def snapshot(self, sid: str) -> dict:
+    def snapshot(self, sid: str) -> Point:
         snap = self.snapshots.get(sid)
         if snap is None:
             raise NotFound(f"No snapshot point {sid}.", "List them with GET /v1/snapshots.")
         return snap
 
+    def snapshot_rows(self, sid: str) -> list[dict]:
+        self.snapshot(sid)
+        return self.rows[sid]
+
     def remove_snapshot(self, sid: str) -> None:
         self.snapshot(sid)
         del self.snapshots[sid]
+        self.rows.pop(sid, None)
 
     def add_row(self, sid: str, row: dict) -> bool:
-        snap = self.snapshots.get(sid)
-        if snap is None:
+        """File a captured row under its snapshot point; False when the point is gone."""
+        rows = self.rows.get(sid)
+        if rows is None:
             return False
-        if len(snap["_rows"]) < MAX_SNAPSHOT_ROWS:
-            snap["_rows"].append(row)
+        if len(rows) < MAX_SNAPSHOT_ROWS:
+            rows.append(row)
         return True
-
-    def snapshot_listing(self) -> list[dict]:
-        return [
-            dict(public(s, 0), rows=len(s["_rows"]))
-            for s in sorted(self.snapshots.values(), key=lambda s: s["created"])
-        ]
 
     # --- for the agents -------------------------------------------------------------------
 
-    def agent_specs(self) -> list[dict]:
-        return [agent_spec(p) for p in self.breakpoints()] + [agent_spec(s) for s in self.snapshots.values()]
+    def specs(self) -> list[dict]:
+        return [p.to_spec() for p in self.breakpoints()] + [s.to_spec() for s in self.snapshots.values()]
 
     # --- persistence ----------------------------------------------------------------------
 
     def _save(self) -> None:
         if self._file is None:
             return
+        data = {"version": 2, "points": [p.to_spec() for p in self.breakpoints()]}
         try:
             tmp = self._file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"files": self.files}, indent=1))
+            tmp.write_text(json.dumps(data, indent=1))
             os.replace(tmp, self._file)
         except OSError as exc:
             log.warning("saving breakpoints to %s failed: %s", self._file, exc)
@@ -251,10 +137,97 @@ class ClusterPoints:
             return
         try:
             data = json.loads(self._file.read_text())
-            self.files = {p: list(bps) for p, bps in (data.get("files") or {}).items() if bps}
-        except (OSError, ValueError, AttributeError) as exc:
+            points = [Point.from_spec(d) for d in data.get("points") or ()]
+            if data.get("files"):  # the first format: plain dicts per file, no owner
+                points += [_from_v1(p) for bps in data["files"].values() for p in bps]
+        except (OSError, ValueError, AttributeError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable %s: %s", self._file, exc)
-            self.files = {}
+            return
+        for p in points:
+            self.files.setdefault(p.path, []).append(p)
+        for bps in self.files.values():
+            bps.sort(key=lambda p: (p.line, p.owner))
 
 
-__all__ = ["ClusterPoints", "Scope"]
+def _from_v1(d: dict) -> Point:
+    return Point.parse_breakpoint(
+        os.path.normpath(d["path"]),
+        {k: d.get(k) for k in ("line", "condition", "hitCondition", "logMessage", "ranks")},
+        owner=DEFAULT_OWNER,
+    )
+
+
+class PointService:
+    """Publishes the set: to the agents through `agents.set_points`, listings on the hub.
+
+    `reports` and `live_ids` are callables giving the agents' latest reports and the ids of live
+    workers (for the number of workers that have each point armed now).
+    """
+
+    def __init__(self, points: PointSet, agents, hub, reports, live_ids) -> None:
+        self.points = points
+        self.agents = agents
+        self.hub = hub
+        self._reports = reports
+        self._live_ids = live_ids
+        self._published: list | None = None
+
+    def armed_counts(self) -> collections.Counter:
+        """Point id → number of live workers that have it armed now (from their reports)."""
+        live = self._live_ids()
+        counts: collections.Counter = collections.Counter()
+        for rep in self._reports():
+            if rep.get("id") in live and rep.get("goodbye") is None:
+                counts.update(rep.get("armed") or ())
+        return counts
+
+    def breakpoint_listing(self) -> list[dict]:
+        counts = self.armed_counts()
+        return [p.to_json(counts.get(p.id, 0)) for p in self.points.breakpoints()]
+
+    def snapshot_listing(self) -> list[dict]:
+        counts = self.armed_counts()
+        return [
+            dict(s.to_json(counts.get(s.id, 0)), rows=len(self.points.rows.get(s.id, ())))
+            for s in sorted(self.points.snapshots.values(), key=lambda s: s.created or 0)
+        ]
+
+    def publish_listing(self) -> None:
+        """A `breakpoints` event when the listing (armed counts included) changed."""
+        listing = self.breakpoint_listing()
+        if listing != self._published:
+            self._published = listing
+            self.hub.publish("breakpoints", listing)
+
+    async def push(self) -> None:
+        """Hand the current set to the agents: each gets it with its next heartbeat."""
+        await self.agents.set_points(self.points.specs())
+        self.publish_listing()
+
+    async def put_file(self, body: dict, who: str = "") -> dict:
+        path, owner, mine = self.points.put_file(body)
+        log.info(
+            "breakpoints of %s by owner %s set to lines %s%s",
+            path,
+            owner,
+            [p.line for p in mine] or "none",
+            f" ({who})" if who else "",
+        )
+        await self.push()
+        counts = self.armed_counts()
+        return {"path": path, "owner": owner, "breakpoints": [p.to_json(counts.get(p.id, 0)) for p in mine]}
+
+    async def clear(self, owner: str | None, who: str = "") -> int:
+        gone = self.points.clear(owner)
+        log.info("%d cluster breakpoints of %s deleted (%s)", gone, owner or "every owner", who or "?")
+        await self.push()
+        return gone
+
+    async def add_snapshot(self, body: dict) -> Point:
+        snap = self.points.add_snapshot(body)
+        await self.push()
+        return snap
+
+    async def remove_snapshot(self, sid: str) -> None:
+        self.points.remove_snapshot(sid)
+        await self.push()

@@ -36,7 +36,7 @@ class NodeRelay:
 
     async def doctor(self, broker_time: float) -> list[dict]:
         """`raysleuth doctor`'s checks of this node (raysleuth/doctor.py), in a thread."""
-        from raysleuth.doctor import node_checks
+        from raysleuth.nodecheck import node_checks
 
         return await asyncio.to_thread(node_checks, broker_time)
 

@@ -8,7 +8,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from raysleuth.broker.auth import check_bearer, load_or_create_token
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.http_api import make_app
+from raysleuth.broker.http_api import Services, make_app
 
 
 def test_token_file_is_owner_only_and_reused(tmp_path, monkeypatch):
@@ -43,14 +43,8 @@ def test_bearer_check_accepts_scheme_case_insensitively():
     assert check_bearer("bearer s3cret", "s3cret") and check_bearer("Bearer s3cret", "s3cret")
 
 
-class FakeBroker:
-    """Only the broker's seam that the HTTP layer reads."""
-
-    token = "s3cret"
-    token_file = "/state/token"
-
-    def __init__(self):
-        self.hub = EventHub()
+class FakeTable:
+    """Only the table's seam that the HTTP layer reads."""
 
     def workers(self):
         return [{"id": "w1"}]
@@ -58,13 +52,10 @@ class FakeBroker:
     def nodes(self):
         raise RuntimeError("boom")
 
-    def status(self):
-        return {}
-
 
 @pytest.fixture
 async def client():
-    c = TestClient(TestServer(make_app(FakeBroker())))
+    c = TestClient(TestServer(make_app(Services("s3cret", "/state/token", EventHub(), FakeTable(), dict))))
     await c.start_server()
     yield c
     await c.close()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from raysleuth.doctor import format_report, node_checks, run_doctor
+from raysleuth.doctor import format_report, run_doctor
+from raysleuth.nodecheck import node_checks
 
 
 class Client:

@@ -1,0 +1,283 @@
+"""The broker process (`raysleuth broker`): builds its services, connects to Ray, runs the watch
+loops and the two servers (HTTP API, DAP front door), and writes the ready file.
+
+Its stdout carries exactly one line, the ready JSON; everything else goes to stderr. The services
+get their collaborators here and never hold this object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from raysleuth import __version__
+from raysleuth.broker.agents import Agents
+from raysleuth.broker.auth import load_or_create_token
+from raysleuth.broker.connect import connect_ray, remove_if_ours, shutdown_ray, url_host, write_json
+from raysleuth.broker.control import Control
+from raysleuth.broker.crashes import CrashStore
+from raysleuth.broker.dap_front import DapFrontDoor
+from raysleuth.broker.diagnose import Doctor
+from raysleuth.broker.events import EventHub
+from raysleuth.broker.gpu import GpuHistory
+from raysleuth.broker.http_api import Services, make_app
+from raysleuth.broker.inbox import Inbox
+from raysleuth.broker.leases import LinkLeases
+from raysleuth.broker.points import PointService, PointSet
+from raysleuth.broker.postmortem import PostMortem
+from raysleuth.broker.relays import RelayPool
+from raysleuth.broker.state_api import StateApiClient
+from raysleuth.broker.table import WorkerTable
+from raysleuth.broker.timeline import Timeline
+from raysleuth.errors import SleuthError
+from raysleuth.paths import BROKER_FILE
+from raysleuth.swallow import swallowed
+
+log = logging.getLogger("raysleuth.broker")
+
+STATE_POLL_S = float(os.environ.get("RAYSLEUTH_STATE_POLL_S", "1.0"))
+"""Seconds between State API snapshots (each is 4 requests of 5-20 ms)."""
+
+HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
+"""How long a crashed worker waits for an attach while a client watches the stream."""
+
+CHANGES_WAIT_S = 5.0
+"""Long-poll window on the registry actor; also how often last_seen refreshes at the latest."""
+
+RETRY_S = 1.0
+"""Wait before asking a registry actor that failed again."""
+
+
+class Broker:
+    def __init__(self, address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> None:
+        self.address, self.host, self.port, self.dap_port = address, host, port, dap_port
+        self.state_dir = state_dir
+        self.token, self.token_file = load_or_create_token(state_dir)
+        self.started = time.time()
+        self.http_url: str | None = None
+        self.dap_address: str | None = None
+        self.ray_context = None
+        self.state_api: StateApiClient | None = None
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+
+        self.hub = hub = EventHub()
+        self.crashes = CrashStore(state_dir)
+        self.gpu = GpuHistory()
+        self.agents = Agents(HOLD_S)
+        self.relays = RelayPool()
+        self.table = WorkerTable(hub, self.crashes, self.gpu)
+        self.points = PointService(
+            PointSet(state_dir), self.agents, hub, lambda: self.table.reports, self.table.live_ids
+        )
+        self.timeline = Timeline(hub)
+        self.postmortem = PostMortem(self.crashes, self.timeline, self.table, self.relays, hub)
+        self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub)
+        self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
+        self.control = Control(self.table, self.agents, self.leases)
+        self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
+        hub.on("table", lambda _: self.points.publish_listing())
+        hub.on_watchers = lambda n: self.spawn(self.agents.set_watch(n > 0))
+
+    def __str__(self) -> str:
+        return f"Broker[{self.http_url}]"
+
+    def spawn(self, coro) -> None:
+        """Run `coro` in the background, owned: cancelled and awaited when the broker stops."""
+        if self._stop.is_set():
+            coro.close()
+            return
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    def status(self) -> dict:
+        api = self.state_api
+        return {
+            "version": __version__,
+            "ray_address": self.ray_context.address_info.get("gcs_address") if self.ray_context else None,
+            "dashboard": api.url if api else None,
+            "dap": self.dap_address,
+            "links": len(self.leases),
+            "state_api": {
+                "ok": self.table.state is not None and api is not None and api.last_error is None,
+                "error": api.last_error if api else None,
+            },
+            **self.table.counts(),
+            "watchers": self.hub.watchers,
+            "crashes": len(self.crashes),
+            "started": self.started,
+        }
+
+    # --- watch loops ------------------------------------------------------------------------
+
+    async def _watch_registry(self) -> None:
+        version = -1
+        while not self._stop.is_set():
+            try:
+                res = await self.agents.changes(version, CHANGES_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - the actor died: start it again
+                log.warning("registry actor failed (%s); restarting it", exc)
+                await asyncio.sleep(RETRY_S)
+                with swallowed(log, "restarting the registry actor"):
+                    await self.agents.start()
+                    await self.points.push()
+                    await self.agents.set_watch(self.hub.watchers > 0)
+                version = -1
+                continue
+            version = res["version"]
+            for wid in self.gpu.add_reports(res["reports"]):
+                row = self.gpu.row(wid)
+                self.hub.publish("gpu", dict(row, samples=row["samples"][-8:]))  # the newest only
+            self.table.take_reports(res["reports"])
+
+    async def _watch_state(self) -> None:
+        while not self._stop.is_set():
+            snap = await self.state_api.snapshot()
+            if snap is not None:
+                self.take_snapshot(snap)
+            else:
+                self.table.recompute()  # agents that went silent still turn stale
+            if await _wait(self._stop, STATE_POLL_S):
+                return
+
+    def take_snapshot(self, snap) -> None:
+        self.postmortem.note_deaths(snap, self.table.reports)
+        self.relays.ensure(snap.nodes)
+        self.table.take_snapshot(snap)
+
+    async def _watch_emitted(self) -> None:
+        seq = -1
+        while not self._stop.is_set():
+            try:
+                res = await self.agents.emitted(seq, CHANGES_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - _watch_registry restarts the actor
+                log.info("emitted: %s", exc)
+                await asyncio.sleep(RETRY_S)
+                seq = -1
+                continue
+            items = [] if seq == -1 else res["items"]  # a fresh start: earlier items are not news
+            if seq != -1 and res.get("lost"):
+                log.warning("%d logpoint lines or snapshot rows were dropped", res["lost"])
+            seq = res["seq"]
+            for item in items:
+                with swallowed(log, "routing an item from an agent", level=logging.ERROR):
+                    self.inbox.route(item)
+
+    # --- serving ----------------------------------------------------------------------------
+
+    async def run(self, ready_out) -> None:
+        self.ray_context = await asyncio.to_thread(connect_ray, self.address)
+        self.state_api = StateApiClient(self.ray_context.dashboard_url)
+        await self.agents.start()
+        await self.points.push()
+        await self.agents.set_watch(self.hub.watchers > 0)
+        first = await self.state_api.snapshot()
+        if first is not None:
+            self.take_snapshot(first)
+        else:
+            log.warning(
+                "Ray's State API is unreachable (%s): only workers with the agent will be listed",
+                self.state_api.last_error,
+            )
+            self.table.recompute()
+
+        services = Services(
+            self.token, self.token_file, self.hub, self.table, self.status, self.points,
+            self.timeline, self.crashes, self.gpu, self.control, self.doctor,
+        )  # fmt: skip
+        runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        await site.start()
+        http_port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - port 0 means "pick one"
+        self.http_url = f"http://{url_host(self.host)}:{http_port}"
+        door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
+        dap_server = await asyncio.start_server(door.handle, self.host, self.dap_port)
+        self.dap_address = f"{url_host(self.host)}:{dap_server.sockets[0].getsockname()[1]}"
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop.set)
+        for watch in (self._watch_registry, self._watch_state, self._watch_emitted):
+            self.spawn(watch())
+
+        ready = {
+            "ready": True,
+            "http": self.http_url,
+            "dap": self.dap_address,
+            "token_file": str(self.token_file),
+            "pid": os.getpid(),
+            "ray_address": self.status()["ray_address"],
+            "version": __version__,
+        }
+        broker_file = self.state_dir / BROKER_FILE
+        write_json(broker_file, ready)
+        ready_out.write(json.dumps(ready) + "\n")
+        ready_out.flush()
+        log.info("%s ready; DAP at %s", self, self.dap_address)
+        try:
+            await self._stop.wait()
+        finally:
+            log.info("%s stopping", self)
+            remove_if_ours(broker_file)
+            await self._shutdown(runner, dap_server)
+
+    async def _shutdown(self, runner, dap_server) -> None:
+        with swallowed(log, "resuming paused workers at stop", level=logging.INFO):
+            await asyncio.wait_for(self.control.resume_all_waiting(), 3)
+        await self.leases.close_all()
+        self._stop.set()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.relays.close()
+        await self.postmortem.close()
+        self.hub.on_watchers = None
+        self.hub.close()
+        dap_server.close()
+        await asyncio.wait_for(runner.cleanup(), 3)
+        await self.state_api.close()
+        await asyncio.to_thread(self.agents.stop)
+        await asyncio.to_thread(shutdown_ray)
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event` up to `timeout` s; True when it is set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+def main(address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> int:
+    """Run the broker until SIGINT/SIGTERM; exit status 0 on a clean stop."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("RAYSLEUTH_LOG_LEVEL", "INFO"),
+        format="%(asctime)s broker %(levelname)s %(name)s: %(message)s",
+    )
+    ready_out = sys.stdout
+    sys.stdout = sys.stderr  # stdout carries only the ready line
+    broker = Broker(address, host, port, dap_port, state_dir)
+    try:
+        asyncio.run(broker.run(ready_out))
+    except SleuthError as exc:
+        print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
+        return 2
+    return 0

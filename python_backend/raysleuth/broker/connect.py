@@ -1,0 +1,76 @@
+"""Connecting the broker to Ray, and its ready file: small steps `app.py` runs at start and stop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+from raysleuth import names
+from raysleuth.errors import SleuthError
+
+log = logging.getLogger(__name__)
+
+
+def connect_ray(address: str | None):
+    """`ray.init` for the broker: never streams worker logs, never starts a cluster of its own."""
+    import ray
+
+    target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    hint = (
+        "Start a cluster with `RAYSLEUTH=1 ray start --head`, or pass --address HOST:PORT "
+        "(or set RAY_ADDRESS)."
+    )
+    probe_gcs(target, hint)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            return ray.init(
+                address=target, namespace=names.NAMESPACE, log_to_driver=False, logging_level=logging.WARNING
+            )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise SleuthError(f"Cannot connect to Ray at {target}: {exc}", hint) from exc
+
+
+def probe_gcs(target: str, hint: str, timeout: float = 5.0) -> None:
+    """Fail fast on an explicit HOST:PORT that nothing listens on (ray.init retries for minutes)."""
+    host, sep, port = target.rpartition(":")
+    if not sep or "://" in target or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise SleuthError(f"Cannot connect to Ray at {target}: {exc.strerror or exc}", hint) from None
+
+
+def shutdown_ray() -> None:
+    import ray
+
+    try:
+        ray.shutdown()
+    except Exception as exc:  # noqa: BLE001 - the broker exits anyway
+        log.info("ray.shutdown at stop: %s", exc)
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomically, mode 0600."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def remove_if_ours(path: Path) -> None:
+    """Remove the ready file unless another broker (another pid) has written it since."""
+    try:
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError) as exc:
+        log.info("leaving %s: %s", path, exc)

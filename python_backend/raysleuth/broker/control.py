@@ -1,0 +1,132 @@
+"""Evaluate, continue and pause across workers (`POST /v1/evaluate`, `/v1/continue`, `/v1/pause`).
+
+Workers are picked from the table by state, `ranks` and `workers` (ids or id prefixes); each one
+that fails is reported in the answer and never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from raysleuth.errors import BadRequest, SleuthError
+
+log = logging.getLogger(__name__)
+
+EVALUATE_TIMEOUT_S = 15.0
+RESUME_TIMEOUT_S = 10.0
+
+
+class Control:
+    def __init__(self, table, agents, leases) -> None:
+        self.table = table
+        self.agents = agents
+        self.leases = leases
+
+    def select(self, body: dict, states: tuple[str, ...]) -> list[dict]:
+        """Live workers in `states`, narrowed by `ranks` and/or `workers` (ids or id prefixes)."""
+        ranks = body.get("ranks")
+        ids = body.get("workers")
+        if ranks is not None and (
+            not isinstance(ranks, list)
+            or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks)
+        ):
+            raise BadRequest(f"'ranks' must be a list of integers, not {ranks!r}", 'Send "ranks": [0, 3].')
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
+            raise BadRequest("'workers' must be a list of worker ids", 'Send "workers": ["3f2a..."].')
+        out = []
+        for w in self.table.workers():
+            if w["state"] not in states or w.get("driver"):
+                continue
+            if ranks is not None and w.get("rank") not in ranks:
+                continue
+            if ids is not None and not any(w["id"].startswith(i) for i in ids):
+                continue
+            out.append(w)
+        return out
+
+    async def evaluate(self, body: dict) -> list[dict]:
+        expr = body.get("expression") if isinstance(body, dict) else None
+        if not isinstance(expr, str) or not expr.strip():
+            raise BadRequest("'expression' is missing", 'Send {"expression": "loss", "ranks": [0, 1]}.')
+        try:
+            compile(expr, "<evaluate>", "eval")
+        except SyntaxError as exc:
+            raise BadRequest(
+                f"{expr!r} is not a Python expression: {exc.msg}", "Send one expression."
+            ) from None
+        workers = [w for w in self.select(body, ("paused",)) if w.get("agent")]
+
+        async def one(w: dict) -> dict:
+            row = {"rank": w.get("rank"), "worker": w["id"], "pid": w.get("pid")}
+            try:
+                res = await self.agents.command(
+                    w["id"], {"op": "evaluate", "expression": expr}, EVALUATE_TIMEOUT_S
+                )
+            except Exception as exc:  # noqa: BLE001 - this worker's row says what failed
+                return dict(row, error=f"{type(exc).__name__}: {exc}")
+            if res.get("ok") and "value" in res:
+                row.update(value=res["value"], type=res.get("type"))
+            else:
+                row["error"] = res.get("error") or "no answer"
+            if res.get("path"):
+                row["at"] = {"path": res["path"], "line": res.get("line")}
+            return row
+
+        rows = await asyncio.gather(*(one(w) for w in workers))
+        return sorted(
+            rows, key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"] or 0)
+        )
+
+    async def continue_paused(self, body: dict) -> dict:
+        """Let paused workers run: through the debugger link where there is one, else the agent."""
+        done, skipped = [], []
+        for w in self.select(body, ("paused",)):
+            link = self.leases.get(w["id"])
+            try:
+                if link is not None and link.stopped:
+                    await self.leases.continue_stopped(link)
+                    done.append(w["id"])
+                    continue
+                res = await self.agents.command(w["id"], {"op": "resume"}, RESUME_TIMEOUT_S)
+                if res.get("resumed"):
+                    done.append(w["id"])
+                else:
+                    reason = res.get("error") or (
+                        "paused in breakpoint(), waiting for a debugger: attach to continue it"
+                    )
+                    skipped.append({"worker": w["id"], "reason": reason})
+            except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
+                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+        return {"continued": done, "skipped": skipped}
+
+    async def pause(self, body: dict) -> dict:
+        """Pause running workers in the debugger (they show as paused; attach to see where)."""
+        done, skipped = [], []
+        for w in self.select(body, ("running", "idle")):
+            if not w.get("agent"):
+                skipped.append({"worker": w["id"], "reason": "no Ray Sleuth agent in this worker"})
+                continue
+            try:
+                link = await self.leases.lease(w, None)
+                threads = (await link.request("threads")).get("body", {}).get("threads") or []
+                main = next(
+                    (t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None
+                )
+                if main is None:
+                    raise SleuthError("debugpy lists no threads", "The worker may be exiting.")
+                await link.request("pause", {"threadId": main["id"]})
+                done.append(w["id"])
+            except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
+                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+        return {"paused": done, "skipped": skipped}
+
+    async def resume_all_waiting(self) -> None:
+        """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""
+        waiting = [w for w in self.table.workers() if w["state"] == "paused" and w.get("agent")]
+        results = await asyncio.gather(
+            *(self.agents.command(w["id"], {"op": "resume"}, 2.0) for w in waiting), return_exceptions=True
+        )
+        for w, res in zip(waiting, results, strict=True):
+            if isinstance(res, BaseException):
+                log.info("resuming %s at stop: %s", w["id"][:8], res)

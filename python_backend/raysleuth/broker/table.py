@@ -1,0 +1,108 @@
+"""The worker table as a service: the agents' reports and Ray's State API, merged (by the pure
+rules of `workers.py`) with what other services know: a link that holds a worker stopped, its
+newest crash record, its GPU memory.
+
+Other services tell it about changes through the hub (`link`, `crash-filed`); it publishes the
+`workers` event when the table a client sees changed, and emits `table` after every recompute.
+"""
+
+from __future__ import annotations
+
+import time
+
+from raysleuth.broker.workers import StateSnapshot, comparable, merge_nodes, merge_workers
+
+
+class WorkerTable:
+    def __init__(self, hub, crashes, gpu, clock=time.time) -> None:
+        self.hub = hub
+        self.crashes = crashes
+        self.gpu = gpu
+        self.clock = clock
+        self.reports: list[dict] = []
+        """The agents' latest reports (from the registry)."""
+        self.state: StateSnapshot | None = None
+        """The latest State API snapshot, or None while Ray's dashboard is unreachable."""
+        self.ray_debugger_ports: dict[str, int] = {}
+        """Worker id → port of a debugpy listener Ray's own breakpoint() opened (State API)."""
+        self.stopped_links: dict[str, dict | None] = {}
+        """Worker id → where it is paused (or None while that is being found) while a link
+        holds it stopped."""
+        self._workers: list[dict] = []
+        self._published: list[dict] | None = None
+        hub.on("link", self._on_link)
+        hub.on("crash-filed", lambda _rec: self.recompute())
+
+    def __str__(self) -> str:
+        return f"WorkerTable[{len(self._workers)} workers]"
+
+    # --- inputs ---------------------------------------------------------------------------------
+
+    def take_reports(self, reports: list[dict]) -> None:
+        self.reports = reports
+        self.recompute()
+
+    def take_snapshot(self, snap: StateSnapshot) -> None:
+        self.state = snap
+        self.ray_debugger_ports = {
+            sw["worker_id"]: sw["debugger_port"]
+            for sw in snap.workers
+            if sw.get("is_alive") and sw.get("debugger_port") and sw.get("num_paused_threads")
+        }
+        self.recompute()
+
+    def _on_link(self, change: dict) -> None:
+        """A link's stop state changed: {worker, stopped, paused_at}."""
+        if change.get("stopped"):
+            self.stopped_links[change["worker"]] = change.get("paused_at")
+        else:
+            self.stopped_links.pop(change["worker"], None)
+        self.recompute()
+
+    # --- the table ------------------------------------------------------------------------------
+
+    def recompute(self) -> None:
+        workers = merge_workers(self.reports, self.state, self.clock())
+        for w in workers:
+            if w["id"] in self.stopped_links and w["state"] != "exited":
+                w["state"] = "paused"
+                w["paused_at"] = self.stopped_links[w["id"]]
+            if w.get("crash") is None:
+                rec = self.crashes.latest_for(w["id"])
+                w["crash"] = rec["id"] if rec is not None else None
+            w["gpu_memory"] = self.gpu.summary(w["id"])
+        self._workers = workers
+        view = comparable(workers)
+        if view != self._published:
+            self._published = view
+            self.hub.publish("workers", workers)
+        self.hub.emit("table", None)
+
+    def workers(self) -> list[dict]:
+        return self._workers
+
+    def get(self, worker_id: str) -> dict | None:
+        return next((w for w in self._workers if w["id"] == worker_id), None)
+
+    def nodes(self) -> list[dict]:
+        return merge_nodes(self.state, self._workers)
+
+    def alive_nodes(self) -> list[dict]:
+        return [n for n in (self.state.nodes if self.state else []) if n.get("state") == "ALIVE"]
+
+    def live_ids(self) -> set[str]:
+        """Workers that are neither gone nor crashed (those arm points)."""
+        return {w["id"] for w in self._workers if w["state"] not in ("exited", "crashed")}
+
+    def ray_debugger_port(self, worker_id: str) -> int | None:
+        return self.ray_debugger_ports.get(worker_id)
+
+    def ray_record(self, worker_id: str) -> dict | None:
+        """Ray's own record of the worker (State API), if the last snapshot has it."""
+        return next(
+            (x for x in (self.state.workers if self.state else []) if x["worker_id"] == worker_id), None
+        )
+
+    def counts(self) -> dict:
+        live = [w for w in self._workers if w["state"] != "exited"]
+        return {"workers": len(live), "agents": sum(1 for w in live if w["agent"])}

@@ -1,0 +1,180 @@
+"""The worker table service, the timeline, the inbox and the post-mortem service, on fakes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker_fakes import FakeRelay, FakeRelays, FakeTable, worker
+
+from raysleuth.broker.crashes import CrashStore
+from raysleuth.broker.events import EventHub
+from raysleuth.broker.gpu import GpuHistory
+from raysleuth.broker.inbox import Inbox
+from raysleuth.broker.points import PointSet
+from raysleuth.broker.postmortem import PostMortem, describe_exit, fault_frames
+from raysleuth.broker.table import WorkerTable
+from raysleuth.broker.timeline import Timeline
+from raysleuth.broker.workers import StateSnapshot
+
+NOW = 1000.0
+
+
+def report(wid, pid, **kw):
+    d = {"id": wid, "pid": pid, "node_id": "n1", "node_ip": "127.0.0.1", "rank": None, "received": NOW - 1}
+    d.update(kw)
+    return d
+
+
+def make_table(tmp_path):
+    hub = EventHub()
+    crashes = CrashStore(tmp_path)
+    return WorkerTable(hub, crashes, GpuHistory(), clock=lambda: NOW), hub, crashes
+
+
+def frames(q):
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
+
+
+def test_the_table_publishes_workers_only_when_what_a_client_sees_changed(tmp_path):
+    table, hub, _ = make_table(tmp_path)
+    q = hub.subscribe()
+    table.take_reports([report("w1", 11, rank=0)])
+    assert [w["rank"] for w in table.workers()] == [0] and len(frames(q)) == 1
+    table.take_reports([report("w1", 11, rank=0, received=NOW - 0.5)])  # only a timestamp moved
+    assert frames(q) == []
+    table.take_reports([report("w1", 11, rank=1)])
+    assert len(frames(q)) == 1
+
+
+def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
+    table, hub, _ = make_table(tmp_path)
+    table.take_reports([report("w1", 11, rank=0)])
+    hub.emit(
+        "link",
+        {"worker": "w1", "stopped": True, "paused_at": {"path": "/t.py", "line": 3, "reason": "pause"}},
+    )
+    w = table.get("w1")
+    assert w["state"] == "paused" and w["paused_at"]["line"] == 3
+    hub.emit("link", {"worker": "w1", "stopped": False})
+    assert table.get("w1")["state"] == "idle"
+
+
+def test_a_filed_crash_reaches_the_workers_row(tmp_path):
+    table, hub, crashes = make_table(tmp_path)
+    table.take_reports([report("w1", 11)])
+    rec = crashes.add({"kind": "exception", "time": NOW, "exc_type": "ValueError", "worker": {"id": "w1"}})
+    hub.emit("crash-filed", rec)
+    assert table.get("w1")["crash"] == rec["id"]
+
+
+def test_ray_debugger_ports_come_from_paused_live_workers_only(tmp_path):
+    table, _, _ = make_table(tmp_path)
+    snap = StateSnapshot(
+        workers=[
+            {"worker_id": "a", "pid": 1, "is_alive": True, "debugger_port": 5000, "num_paused_threads": 1},
+            {"worker_id": "b", "pid": 2, "is_alive": False, "debugger_port": 5001, "num_paused_threads": 1},
+            {"worker_id": "c", "pid": 3, "is_alive": True, "debugger_port": 5002, "num_paused_threads": 0},
+        ],
+        time=NOW,
+    )
+    table.take_snapshot(snap)
+    assert (table.ray_debugger_port("a"), table.ray_debugger_port("b"), table.ray_debugger_port("c")) == (
+        5000,
+        None,
+        None,
+    )
+    assert table.ray_record("b")["pid"] == 2 and table.counts() == {"workers": 2, "agents": 0}
+
+
+def test_timeline_numbers_entries_and_filters_by_name():
+    hub = EventHub()
+    q = hub.subscribe()
+    tl = Timeline(hub, clock=lambda: NOW)
+    tl.add_event({"rank": 0, "worker": "w1", "pid": 1}, "step", None, {"loss": 1.0})
+    tl.add_event({"rank": 1}, "eval", 5.0, "not a dict")
+    line = tl.add_log({"rank": 0, "worker": "w1"}, {"message": "hi", "line": 3, "error": "NameError"})
+    assert [e["seq"] for e in tl.events_since(0)] == [1, 2]
+    assert tl.events_since(0, "eval")[0]["fields"] == {} and tl.events_since(0)[0]["time"] == NOW
+    assert line["error"] is True and tl.logs_since(0) == [line] and tl.logs_since(1) == []
+    assert b"event: log" in q.get_nowait()
+
+
+class Recorder:
+    def __init__(self):
+        self.crashes = []
+
+    def add_crash(self, rec):
+        self.crashes.append(rec)
+
+
+def test_the_inbox_routes_each_kind_to_its_keeper(tmp_path):
+    hub = EventHub()
+    q = hub.subscribe()
+    table = FakeTable([worker("w1", rank=3)])
+    tl = Timeline(hub)
+    points = PointSet(None)
+    snap = points.add_snapshot({"path": "/t.py", "line": 2})
+    pm = Recorder()
+    inbox = Inbox(table, tl, points, pm, hub)
+    inbox.route({"worker": "w1", "kind": "log", "data": {"message": "m"}})
+    inbox.route(
+        {
+            "worker": "w1",
+            "kind": "events",
+            "data": {"items": [{"name": "step", "t": 1.0}, "junk"], "dropped": 2},
+        }
+    )
+    inbox.route({"worker": "w1", "kind": "snapshot", "data": {"id": snap.id, "frames": [{"line": 2}]}})
+    inbox.route({"worker": "w9", "kind": "crash", "data": {"kind": "exception", "rank": 5}})
+    inbox.route({"worker": "w1", "kind": "mystery", "data": {}})
+    assert tl.logs_since(0)[0]["rank"] == 3
+    assert [e["name"] for e in tl.events_since(0)] == ["step", "events_dropped"]
+    assert points.snapshot_rows(snap.id)[0]["rank"] == 3
+    assert pm.crashes[0]["worker"] == {"id": "w9", "rank": 5, "worker": "w9", "pid": None}
+    assert [f.split(b"\n")[0] for f in frames(q)] == [b"event: log", b"event: snapshot"]
+
+
+def death(wid, exit_type="SYSTEM_ERROR", alive=False, pid=7):
+    return {"worker_id": wid, "pid": pid, "node_id": "n1", "worker_type": "WORKER", "is_alive": alive,
+            "exit_type": exit_type, "exit_detail": "killed by signal 9\nmore", "end_time_ms": 5000}  # fmt: skip
+
+
+async def test_a_worker_seen_alive_that_dies_hard_gets_one_record_with_its_fault_text(tmp_path):
+    hub = EventHub()
+    crashes = CrashStore(tmp_path)
+    tl = Timeline(hub)
+    fault = 'Fatal Python error: Segmentation fault\n\n  File "/t.py", line 9 in boom\n  File "/t.py", line 3 in run\n\n  File "/x.py", line 1 in other\n'
+    pm = PostMortem(crashes, tl, FakeTable([worker("w1", rank=2, pid=7)]), FakeRelays(FakeRelay(fault)), hub)
+    filed = []
+    hub.on("crash-filed", filed.append)
+    pm.note_deaths(StateSnapshot(workers=[death("w1", alive=True)]), [])
+    reports = [{"id": "w1", "fault_file": "/logs/f.log", "gpu": {"gpus": []}}]
+    pm.note_deaths(StateSnapshot(workers=[death("w1")]), reports)
+    pm.note_deaths(StateSnapshot(workers=[death("w1")]), reports)  # the same death again: no second record
+    await asyncio.wait_for(asyncio.gather(*pm._tasks), 5)
+    [rec] = crashes.records()
+    assert (rec["kind"], rec["message"], rec["worker"]["rank"]) == ("segfault", "killed by signal 9", 2)
+    assert [f["function"] for f in rec["frames"]] == ["boom", "run"] and filed == [rec]
+    assert tl.events_since(0, "crash")[0]["fields"]["crash"] == rec["id"]
+
+
+def test_deaths_that_are_no_news_get_no_record(tmp_path):
+    hub = EventHub()
+    crashes = CrashStore(tmp_path)
+    pm = PostMortem(crashes, Timeline(hub), FakeTable(), FakeRelays(), hub)
+    # never seen alive; ended on purpose; an idle pool worker with no actor and no agent
+    pm.note_deaths(StateSnapshot(workers=[death("a"), death("b", "INTENDED_SYSTEM_EXIT", alive=True)]), [])
+    pm.note_deaths(StateSnapshot(workers=[death("b", "INTENDED_SYSTEM_EXIT")]), [])
+    pm.note_deaths(StateSnapshot(workers=[death("c", alive=True)]), [])
+    pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
+    assert not pm._tasks and crashes.records() == []
+
+
+def test_exit_causes_in_words():
+    assert describe_exit(None) is None and describe_exit({"is_alive": True}) is None
+    assert describe_exit(death("w", "NODE_OUT_OF_MEMORY")).startswith("the node ran out of memory")
+    assert describe_exit(death("w", "WEIRD")) == "it exited (WEIRD): killed by signal 9"
+    assert fault_frames(None) == []
