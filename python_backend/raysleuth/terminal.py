@@ -8,7 +8,7 @@ import asyncio
 import linecache
 import sys
 
-from raysleuth.dap.client import DapClient, DapError, open_session
+from raysleuth.dap.client import ChannelClosed, DapClient, DapError, open_session
 
 HELP = """commands:
   where | bt            the stack, * marks the current frame
@@ -53,7 +53,7 @@ class TerminalDebugger:
                     self.say("session ended")
                     self.ended.set()
                     return
-        except ConnectionError:
+        except ChannelClosed:
             self.ended.set()
 
     async def load_stack(self) -> None:
@@ -187,8 +187,11 @@ async def run_attach(dap: str, token: str, target: dict) -> int:
                 break
     finally:
         if not dbg.ended.is_set():
-            await client.request("disconnect", {}, check=False, timeout=15)
-            print("detached; the worker runs on", flush=True)
+            try:
+                await client.request("disconnect", {}, check=False, timeout=15)
+                print("detached; the worker runs on", flush=True)
+            except ChannelClosed:
+                print("the broker closed the session", flush=True)
         pump.cancel()
         await client.close()
     return 0

@@ -1,17 +1,21 @@
 """Broker-side debugpy connections: at most one per worker, reached through its node's relay.
 
-A `WorkerLink` is a DAP client of the worker's debugpy. Editor sessions lease it: when a session
-ends, the link (and the worker's listener) stays, so the next session attaches at once.
+A `WorkerLink` is a DAP client of the worker's debugpy over a `DapChannel` whose bytes ride the
+node relay's Ray calls. Editor sessions lease it: when a session ends, the link (and the worker's
+listener) stays, so the next session attaches at once. It gets its collaborators in its
+constructor and never holds the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from raysleuth.dap.framing import FramingError, encode, read_message
+from raysleuth.dap.channel import ChannelClosed, DapChannel
 from raysleuth.errors import SleuthError
+from raysleuth.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +25,48 @@ RECV_WAIT_S = 10.0
 REQUEST_TIMEOUT_S = 60.0
 """Longest wait for debugpy's answer to one request (pydevd itself takes ~44 ms)."""
 
+ENDED_REASON = "the worker's debugger connection ended"
+
 
 class LinkClosed(SleuthError):
     pass
 
 
+class Relays(Protocol):
+    async def relay_for(self, node_id: str | None) -> Any:
+        """The node's relay actor handle (remote methods `open`, `send`, `recv`, `close`)."""
+
+
+class Agents(Protocol):
+    async def command(self, worker_id: str, command: dict, timeout: float) -> dict:
+        """One agent command run in the worker (`{"op": "listen"}` opens its debugpy listener)."""
+
+
 class WorkerLink:
-    def __init__(self, broker, worker: dict) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        worker: dict,
+        *,
+        relays: Relays,
+        agents: Agents,
+        ray_debugger_port: Callable[[str], int | None],
+        on_change: Callable[[], None],
+        on_closed: Callable[[WorkerLink], None],
+    ) -> None:
+        """`ray_debugger_port(worker_id)`: the port of Ray's own debugpy if the worker is paused
+        in Ray's breakpoint(); `on_change()`: this link's stopped state changed; `on_closed(link)`:
+        the link closed (called once, before the lease hears of it)."""
         self.worker = dict(worker)
         self.worker_id = worker["id"]
+        self._relays = relays
+        self._agents = agents
+        self._ray_debugger_port = ray_debugger_port
+        self._on_change = on_change
+        self._on_closed = on_closed
         self.relay = None
         self.conn: int | None = None
-        self.seq = 0
-        self.pending: dict[int, asyncio.Future] = {}
+        self.channel: DapChannel | None = None
+        """DAP to the worker's debugpy, once `open` has reached it."""
         self.stopped: dict[int, dict] = {}
         """Threads debugpy reported stopped (thread id → stopped event body), until continued."""
         self.paused_at: dict | None = None
@@ -44,8 +76,7 @@ class WorkerLink:
         self.close_reason: str | None = None
         self.capabilities: dict = {}
         self._initialized = asyncio.Event()
-        self._reader = asyncio.StreamReader()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: set[asyncio.Task] = set()
         self.via_ray_breakpoint = False
 
     def __str__(self) -> str:
@@ -57,15 +88,23 @@ class WorkerLink:
     async def open(self, progress=None) -> None:
         say = progress or (lambda _msg: None)
         host, port = await self._listener(say)
-        self.relay = await self.broker.relay_for(self.worker.get("node_id"))
-        res = await self.relay.open.remote(host, port)
+        self.relay = relay = await self._relays.relay_for(self.worker.get("node_id"))
+        res = await relay.open.remote(host, port)
         if not res.get("ok"):
             raise SleuthError(
                 f"The node relay could not reach {self}'s debugger: {res.get('error')}",
                 "The worker may have just exited; refresh the worker list.",
             )
-        self.conn = res["conn"]
-        self._tasks = [asyncio.create_task(self._pump()), asyncio.create_task(self._dispatch())]
+        self.conn = conn = res["conn"]
+        # A Ray call is submitted when it is made, so bytes reach the relay in seq order.
+        self.channel = DapChannel.over_polls(
+            send=lambda data: relay.send.remote(conn, data),
+            poll=lambda: relay.recv.remote(conn, RECV_WAIT_S),
+            close=lambda: relay.close.remote(conn),
+            name=self,
+            on_event=self._on_event,
+            on_closed=self._channel_closed,
+        ).start()
         say("handshake with debugpy ...")
         init = await self.request(
             "initialize",
@@ -81,20 +120,25 @@ class WorkerLink:
             },
         )
         self.capabilities = init.get("body") or {}
+        # debugpy answers attach only after configurationDone, and sends `initialized` before.
         attach = asyncio.create_task(
             self.request(
                 "attach",
                 {"justMyCode": False, "subProcess": False, "redirectOutput": False, "name": str(self)},
             )
         )
-        await asyncio.wait_for(self._initialized.wait(), REQUEST_TIMEOUT_S)
-        await self.request("setExceptionBreakpoints", {"filters": []})
-        await self.request("configurationDone", {})
-        await attach
+        try:
+            await asyncio.wait_for(self._initialized.wait(), REQUEST_TIMEOUT_S)
+            await self.request("setExceptionBreakpoints", {"filters": []})
+            await self.request("configurationDone", {})
+            await attach
+        finally:
+            if not attach.done():
+                attach.cancel()
         say("attached")
 
     async def _listener(self, say) -> tuple[str, int]:
-        port = self.broker.ray_debugger_ports.get(self.worker_id)
+        port = self._ray_debugger_port(self.worker_id)
         if port and not self.worker.get("agent"):
             # No agent, paused in Ray's own breakpoint(): Ray's debugpy listens on the node's address.
             self.via_ray_breakpoint = True
@@ -106,7 +150,7 @@ class WorkerLink:
                 "Start the cluster with RAYSLEUTH=1 (or the runtime_env setup hook) and restart the job.",
             )
         say("opening the worker's debugger on 127.0.0.1 ...")
-        res = await self.broker.registry.command.remote(self.worker_id, {"op": "listen"}, 60.0)
+        res = await self._agents.command(self.worker_id, {"op": "listen"}, 60.0)
         if not res.get("ok"):
             raise SleuthError(
                 f"Opening the debugger in {self} failed: {res.get('error')}",
@@ -114,39 +158,9 @@ class WorkerLink:
             )
         return res["host"], int(res["port"])
 
-    # --- bytes in and out -------------------------------------------------------------------
+    # --- what debugpy says ------------------------------------------------------------------
 
-    async def _pump(self) -> None:
-        try:
-            while True:
-                data, ended = await self.relay.recv.remote(self.conn, RECV_WAIT_S)
-                if data:
-                    self._reader.feed_data(data)
-                if ended:
-                    break
-        except Exception as exc:  # noqa: BLE001 - the relay or its node died
-            log.info("%s: relay failed: %s", self, exc)
-        self._reader.feed_eof()
-
-    async def _dispatch(self) -> None:
-        try:
-            while True:
-                msg = await read_message(self._reader)
-                if msg is None:
-                    break
-                self._on_message(msg)
-        except (FramingError, asyncio.IncompleteReadError) as exc:
-            log.warning("%s: bad bytes from debugpy: %s", self, exc)
-        await self._closed(self.close_reason or "the worker's debugger connection ended")
-
-    def _on_message(self, msg: dict) -> None:
-        if msg.get("type") == "response":
-            fut = self.pending.pop(msg.get("request_seq"), None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
-            return
-        if msg.get("type") != "event":
-            return
+    def _on_event(self, msg: dict) -> None:
         event, body = msg.get("event"), msg.get("body") or {}
         if event == "initialized":
             self._initialized.set()
@@ -154,7 +168,7 @@ class WorkerLink:
         if event == "stopped":
             tid = body.get("threadId")
             self.stopped[tid] = body
-            asyncio.create_task(self._locate_pause(tid, body.get("reason")))
+            self._spawn(self._locate_pause(tid, body.get("reason")))
         elif event == "continued":
             if body.get("allThreadsContinued", True):
                 self.stopped.clear()
@@ -162,9 +176,14 @@ class WorkerLink:
                 self.stopped.pop(body.get("threadId"), None)
             if not self.stopped:
                 self.paused_at = None
-                self.broker.recompute()
+                self._on_change()
         if self.lease is not None:
             self.lease.forward_event(msg)
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
 
     async def _locate_pause(self, thread_id, reason) -> None:
         try:
@@ -173,53 +192,54 @@ class WorkerLink:
             if frames and thread_id in self.stopped:
                 src = frames[0].get("source") or {}
                 self.paused_at = {"path": src.get("path"), "line": frames[0].get("line"), "reason": reason}
+        except LinkClosed:
+            swallow_exception(log, "%s: locating the pause: the link closed", self, level=logging.DEBUG)
         except Exception:  # noqa: BLE001
             log.exception("%s: locating the pause failed", self)
-        self.broker.recompute()
+        self._on_change()
 
     async def request(
         self, command: str, arguments: dict | None = None, timeout: float = REQUEST_TIMEOUT_S
     ) -> dict:
-        """Send one request to debugpy and return its response (success or not)."""
-        if self.closed.is_set():
-            raise LinkClosed(f"{self} is closed: {self.close_reason}", "Attach again.")
-        self.seq += 1
-        seq = self.seq
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[seq] = fut
-        msg = {"seq": seq, "type": "request", "command": command, "arguments": arguments or {}}
-        ok = await self.relay.send.remote(self.conn, encode(msg))
-        if not ok:
-            self.pending.pop(seq, None)
-            raise LinkClosed(f"{self}: the debugger connection is gone", "The worker may have exited.")
+        """Send one request to debugpy and return its response (success or not).
+
+        Raises LinkClosed when the link is (or gets) closed, DapTimeout (an asyncio.TimeoutError)
+        when debugpy does not answer in `timeout` s.
+        """
+        if self.closed.is_set() or self.channel is None:
+            raise LinkClosed(f"{self} is closed: {self.close_reason or 'not open'}", "Attach again.")
         try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(seq, None)
+            return await self.channel.request(command, arguments or {}, timeout=timeout)
+        except ChannelClosed as exc:
+            if not self.channel.closed.is_set():  # the relay says the connection is gone
+                raise LinkClosed(
+                    f"{self}: the debugger connection is gone", "The worker may have exited."
+                ) from exc
+            reason = self.close_reason or exc.reason
+            raise LinkClosed(f"{self}: {reason}", "The worker may have exited.") from exc
 
     # --- closing ----------------------------------------------------------------------------
+
+    async def _channel_closed(self, reason: str) -> None:
+        # Our own close() set close_reason first; otherwise debugpy's end went away.
+        await self._closed(self.close_reason or ENDED_REASON)
 
     async def _closed(self, reason: str) -> None:
         if self.closed.is_set():
             return
         self.close_reason = reason
         self.closed.set()
-        for fut in self.pending.values():
-            if not fut.done():
-                fut.set_exception(LinkClosed(f"{self}: {reason}", "The worker may have exited."))
-        self.pending.clear()
         self.stopped.clear()
         self.paused_at = None
-        self.broker.links.pop(self.worker_id, None)
-        self.broker.recompute()
+        self._on_closed(self)
         if self.lease is not None:
             await self.lease.link_closed(self)
 
     async def close(self, reason: str = "closed by the broker") -> None:
+        """Close the relay connection; requests waiting fail with LinkClosed(reason)."""
         self.close_reason = reason
-        for t in self._tasks:
+        for t in list(self._tasks):
             t.cancel()
-        if self.relay is not None and self.conn is not None:
-            with contextlib.suppress(Exception):
-                await self.relay.close.remote(self.conn)
+        if self.channel is not None:
+            await self.channel.close(reason)  # its on_closed runs self._closed
         await self._closed(reason)

@@ -597,6 +597,8 @@ class Broker:
 
     async def lease_link(self, worker: dict, session, progress=None):
         """The worker's link, opened if need be, leased to `session`."""
+        from types import SimpleNamespace
+
         from raysleuth.broker.links import WorkerLink
 
         wid = worker["id"]
@@ -614,7 +616,14 @@ class Broker:
             else:
                 fut = asyncio.get_running_loop().create_future()
                 self._link_opening[wid] = fut
-                link = WorkerLink(self, worker)
+                link = WorkerLink(
+                    worker,
+                    relays=SimpleNamespace(relay_for=self.relay_for),
+                    agents=SimpleNamespace(command=lambda w, c, t: self.registry.command.remote(w, c, t)),
+                    ray_debugger_port=lambda w: self.ray_debugger_ports.get(w),
+                    on_change=self.recompute,
+                    on_closed=lambda lk: (self.links.pop(lk.worker_id, None), self.recompute()),
+                )
                 try:
                     await link.open(progress and (lambda m: asyncio.ensure_future(progress(m))))
                 except BaseException as exc:

@@ -1,0 +1,401 @@
+"""One DAP message channel: framing, outgoing seq, request/response correlation, events and
+incoming requests, over any transport (a socket, or bytes carried by Ray calls to a node relay).
+
+Both sides use it: the broker's links to debugpy, the terminal debugger and the tests as clients;
+the DAP front door as a server. Standard library only: it must never import the broker or the
+agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from raysleuth.dap.framing import FramingError, encode, read_message
+from raysleuth.dap.transport import CallTransport, Transport, as_transport, pump_polls
+from raysleuth.swallow import swallow_exception
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+"""Longest wait for the answer to one request unless the caller says otherwise."""
+
+ENDED = "the connection ended"
+"""`close_reason` when the peer closed its end (a clean end of stream)."""
+
+EventCallback = Callable[[dict], object]
+RequestHandler = Callable[[dict], Awaitable[bool | None]]
+ClosedCallback = Callable[[str], object]
+
+
+class ChannelClosed(ConnectionError):
+    """The channel closed (or the peer went away) before a request was answered or an event came.
+
+    `reason` says why: `ENDED`, a framing error, or the reason given to `close()`.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class DapTimeout(asyncio.TimeoutError):
+    """No answer (or no matching event) in time; the channel itself stays open."""
+
+
+# --- the channel ------------------------------------------------------------------------------
+
+
+class _Pending:
+    __slots__ = ("command", "future")
+
+    def __init__(self, command: str, future: asyncio.Future) -> None:
+        self.command = command
+        self.future = future
+
+
+class DapChannel:
+    """One DAP connection. `str()` is the `name` it was given.
+
+    Outgoing: `request` (correlated by seq, with a timeout), `respond`, `event`, `send`.
+    Incoming: responses resolve requests; events go to `on_event` (called, and awaited if it
+    returns an awaitable, in arrival order in the reader task, before anything later is read)
+    and/or to the queue read by `wait_event`; requests go to `on_request`, one at a time in
+    arrival order, in a task of their own so a handler may itself send requests (a handler
+    that returns False ends the channel, like DAP `disconnect`). Call `start()` (or `run()`)
+    once.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter | Transport | Callable[[bytes], Awaitable[Any]],
+        *,
+        name: object = "DapChannel",
+        on_event: EventCallback | None = None,
+        on_request: RequestHandler | None = None,
+        on_closed: ClosedCallback | None = None,
+        queue_events: bool | None = None,
+        feed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`queue_events` defaults to True when there is no `on_event` (else nobody would drain
+        the queue). `feed`, if given, is run by the channel and cancelled by `close()`: the task
+        that fills `reader` (see `over_polls`). `on_closed(reason)` runs once, sync or async."""
+        self.name = name
+        self.reader = reader
+        self.transport = as_transport(writer)
+        self.on_event = on_event
+        self.on_request = on_request
+        self.on_closed = on_closed
+        self.queue_events = on_event is None if queue_events is None else queue_events
+        self.events: list[dict] = []
+        """Events not yet taken by `wait_event`/`next_event` (only when `queue_events`)."""
+        self.closed = asyncio.Event()
+        self.close_reason: str | None = None
+        self._feed = feed
+        self._seq = 0
+        self._pending: dict[int, _Pending] = {}
+        self._unanswered: dict[int, dict] = {}
+        self._event_added = asyncio.Condition()
+        self._requests: asyncio.Queue[dict | None] = asyncio.Queue()
+        self._tasks: dict[str, asyncio.Task] = {}
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    @classmethod
+    async def connect(cls, host: str, port: int, **kwargs) -> DapChannel:
+        """A started channel over a new TCP connection."""
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer, **kwargs).start()
+
+    @classmethod
+    def over_polls(
+        cls,
+        send: Callable[[bytes], Awaitable[Any]],
+        poll: Callable[[], Awaitable[tuple[bytes, bool]]],
+        close: Callable[[], Awaitable[Any]] | None = None,
+        **kwargs,
+    ) -> DapChannel:
+        """A channel whose bytes are carried by calls (the broker's node relay): `send(data)`
+        (False: gone), `poll()` long-polls for `(bytes, ended)`, `close()` ends the far end."""
+        reader = asyncio.StreamReader()
+        name = kwargs.get("name", "DapChannel")
+        return cls(
+            reader,
+            CallTransport(send, close),
+            feed=lambda: pump_polls(reader, poll, name),
+            **kwargs,
+        )
+
+    # --- running ------------------------------------------------------------------------------
+
+    def start(self) -> DapChannel:
+        if self._tasks:
+            raise RuntimeError(f"{self} started twice")
+        if self._feed is not None:
+            self._tasks["feed"] = asyncio.create_task(self._feed())
+        self._tasks["read"] = asyncio.create_task(self._read_loop())
+        if self.on_request is not None:
+            self._tasks["dispatch"] = asyncio.create_task(self._dispatch_loop())
+        return self
+
+    async def run(self) -> str:
+        """Start (if need be) and wait until the channel closes; returns why it closed."""
+        if not self._tasks:
+            self.start()
+        await self.closed.wait()
+        dispatch = self._tasks.get("dispatch")
+        if dispatch is not None and dispatch is not asyncio.current_task():
+            await asyncio.wait([dispatch])  # the handler of the last request finishes first
+        return self.close_reason or ENDED
+
+    async def _read_loop(self) -> None:
+        reason = ENDED
+        try:
+            while True:
+                msg = await read_message(self.reader)
+                if msg is None:
+                    break
+                await self._on_message(msg)
+        except (FramingError, asyncio.IncompleteReadError) as exc:
+            reason = f"bad bytes from the peer: {exc}"
+            log.warning("%s: %s; closing", self, reason)
+        except (ConnectionError, OSError) as exc:
+            reason = f"the connection failed: {exc}"
+            log.info("%s: %s", self, reason)
+        await self._finish(reason)
+
+    async def _on_message(self, msg: dict) -> None:
+        kind = msg.get("type")
+        if kind == "response":
+            pending = self._pending.pop(msg.get("request_seq"), None)
+            if pending is not None and not pending.future.done():
+                pending.future.set_result(msg)
+            else:
+                log.debug("%s: a response nobody waits for (late?): %s", self, msg.get("command"))
+        elif kind == "event":
+            if self.on_event is not None:
+                try:
+                    result = self.on_event(msg)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:  # noqa: BLE001 - one bad callback must not end the channel
+                    swallow_exception(log, "%s: the event callback failed on %r", self, msg.get("event"))
+            if self.queue_events:
+                async with self._event_added:
+                    self.events.append(msg)
+                    self._event_added.notify_all()
+        elif kind == "request":
+            if self.on_request is None:
+                await self.respond(msg, error=f"{self} does not take requests ({msg.get('command')!r}).")
+            else:
+                self._unanswered[msg.get("seq", 0)] = msg
+                self._requests.put_nowait(msg)
+        else:
+            log.debug("%s: ignoring a message of type %r", self, kind)
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            request = await self._requests.get()
+            if request is None:
+                return
+            command = request.get("command")
+            try:
+                keep = await self.on_request(request)
+            except Exception as exc:  # noqa: BLE001 - answer the client, keep the session
+                log.exception("%s: handling %r failed", self, command)
+                keep = True
+                if request.get("seq", 0) in self._unanswered:
+                    await self.respond(request, error=f"{command} failed: {type(exc).__name__}: {exc}")
+            if keep is False:
+                await self.close(f"ended after {command!r}")
+                return
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed.is_set():
+            raise ChannelClosed(f"{self} is closed: {self.close_reason}", self.close_reason)
+
+    def _stamp(self, message: dict) -> tuple[int, bytes]:
+        self._seq += 1
+        return self._seq, encode(dict(message, seq=self._seq))
+
+    async def _emit(self, data: bytes) -> None:
+        try:
+            await self.transport.send(data)
+        except ChannelClosed as exc:
+            raise ChannelClosed(f"{self}: {exc}", exc.reason) from exc
+        except (ConnectionError, OSError) as exc:
+            raise ChannelClosed(f"{self}: cannot send: {exc}", str(exc)) from exc
+
+    async def send(self, message: dict) -> int:
+        """Send one message (a copy gets the next seq); returns that seq. Raises ChannelClosed."""
+        self._check_open()
+        seq, data = self._stamp(message)
+        await self._emit(data)
+        return seq
+
+    async def send_request(self, command: str, arguments: dict | None = None) -> asyncio.Future:
+        """Send without waiting; the returned future resolves to the response (or fails with
+        ChannelClosed). Prefer `request`, which also forgets a request that timed out."""
+        return (await self._start_request(command, arguments))[1]
+
+    async def _start_request(self, command: str, arguments: dict | None) -> tuple[int, asyncio.Future]:
+        self._check_open()
+        msg: dict = {"type": "request", "command": command}
+        if arguments is not None:
+            msg["arguments"] = arguments
+        seq, data = self._stamp(msg)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[seq] = _Pending(command, fut)  # before sending: the answer may come first
+        try:
+            await self._emit(data)
+        except BaseException:
+            self._pending.pop(seq, None)
+            raise
+        return seq, fut
+
+    async def request(
+        self,
+        command: str,
+        arguments: dict | None = None,
+        *,
+        timeout: float | None = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> dict:
+        """Send a request and return its response, successful or not. Raises DapTimeout after
+        `timeout` s (None: no limit) and ChannelClosed if the channel closes first."""
+        seq, fut = await self._start_request(command, arguments)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise DapTimeout(f"{self}: no answer to {command!r} (seq {seq}) in {timeout:g} s") from None
+        finally:
+            self._pending.pop(seq, None)
+
+    async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> bool:
+        """Answer `request`. With `error`: `success: false`, `message: error`, and `body` (if
+        given, e.g. debugpy's own) or a DAP error body that shows the message to the user.
+        False when the peer is gone (not an error: a client may leave at any time)."""
+        msg: dict = {
+            "type": "response",
+            "request_seq": request.get("seq", 0),
+            "command": request.get("command"),
+            "success": error is None,
+        }
+        if error is not None:
+            msg["message"] = error
+            msg["body"] = (
+                body if body is not None else {"error": {"id": 1, "format": error, "showUser": True}}
+            )
+        elif body is not None:
+            msg["body"] = body
+        self._unanswered.pop(request.get("seq", 0), None)
+        return await self._send_quietly(msg)
+
+    async def event(self, event: str, body: dict | None = None) -> bool:
+        """Send an event; False when the peer is gone."""
+        return await self._send_quietly({"type": "event", "event": event, "body": body or {}})
+
+    async def _send_quietly(self, msg: dict) -> bool:
+        try:
+            await self.send(msg)
+            return True
+        except ChannelClosed:
+            what = msg.get("command") or msg.get("event")
+            swallow_exception(
+                log, "%s: sending %s %r: the peer is gone", self, msg["type"], what, level=logging.DEBUG
+            )
+            return False
+
+    # --- waiting for events -------------------------------------------------------------------
+
+    async def wait_event(
+        self,
+        event: str | None = None,
+        predicate: Callable[[dict], bool] | None = None,
+        timeout: float | None = 30.0,
+        *,
+        consume: bool = True,
+    ) -> dict:
+        """The first queued event named `event` (any, if None) whose body matches `predicate`,
+        waiting up to `timeout` s (DapTimeout). ChannelClosed if the channel closes first."""
+        if not self.queue_events:
+            raise RuntimeError(f"{self} hands its events to a callback; it does not queue them")
+
+        def find() -> int | None:
+            for i, ev in enumerate(self.events):
+                if (event is None or ev.get("event") == event) and (
+                    predicate is None or predicate(ev.get("body") or {})
+                ):
+                    return i
+            return None
+
+        async def wait() -> dict:
+            async with self._event_added:
+                while True:
+                    i = find()
+                    if i is not None:
+                        return self.events.pop(i) if consume else self.events[i]
+                    if self.closed.is_set():
+                        what = f"a {event!r} event" if event else "an event"
+                        raise ChannelClosed(
+                            f"{self} closed before {what}: {self.close_reason}", self.close_reason
+                        )
+                    await self._event_added.wait()
+
+        try:
+            return await asyncio.wait_for(wait(), timeout)
+        except asyncio.TimeoutError:
+            what = f"{event!r} event" if event else "event"
+            raise DapTimeout(f"{self}: no {what} in {timeout:g} s") from None
+
+    async def next_event(self, timeout: float | None = None) -> dict:
+        """The oldest queued event of any name."""
+        return await self.wait_event(None, None, timeout)
+
+    # --- closing ------------------------------------------------------------------------------
+
+    async def close(self, reason: str = "closed by this side") -> None:
+        """Stop reading, close the transport, fail pending requests with ChannelClosed(reason).
+        Requests received but not yet handled are dropped; the one being handled finishes."""
+        if not self.closed.is_set():
+            me = asyncio.current_task()
+            for key in ("feed", "read"):
+                task = self._tasks.get(key)
+                if task is not None and task is not me:
+                    task.cancel()
+            while not self._requests.empty():
+                self._requests.get_nowait()
+        try:
+            await self.transport.close()
+        except Exception:  # noqa: BLE001 - the far end may be gone already
+            swallow_exception(log, "%s: closing the transport", self, level=logging.DEBUG)
+        await self._finish(reason)
+
+    async def _finish(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.closed.set()
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(
+                    ChannelClosed(f"{self} closed before answering {p.command!r}: {reason}", reason)
+                )
+        self._unanswered.clear()
+        self._requests.put_nowait(None)
+        async with self._event_added:
+            self._event_added.notify_all()
+        if self.on_closed is not None:
+            try:
+                result = self.on_closed(reason)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001 - the channel is closed either way
+                swallow_exception(log, "%s: the on_closed callback failed", self)
