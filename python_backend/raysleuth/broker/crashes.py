@@ -15,13 +15,13 @@ import time
 import uuid
 from pathlib import Path
 
+from raysleuth.model.crash import KINDS, CrashRecord
+
 log = logging.getLogger("raysleuth.broker")
 
 KEEP_DEFAULT = 200
 RESTART_LOOP_COUNT = 3
 RESTART_LOOP_WINDOW_S = 600.0
-SUMMARY_FIELDS = ("id", "time", "kind", "exc_type", "message", "hint", "worker", "held_until")
-KINDS = ("exception", "worker_died", "oom", "segfault")
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 
 
@@ -54,14 +54,14 @@ _HINTS: list[tuple[re.Pattern, str]] = [
 ]
 
 
-def hint_for(rec: dict, restarts: int = 0) -> str:
+def hint_for(rec: CrashRecord, restarts: int = 0) -> str:
     """One line telling the user what to look at first for this record."""
     if restarts >= RESTART_LOOP_COUNT:
         return (
             f"This actor crashed {restarts} times in {RESTART_LOOP_WINDOW_S / 60:.0f} minutes: it is in "
             "a restart loop (max_restarts). Fix the first crash; a restarted actor hits it again."
         )
-    kind = rec.get("kind")
+    kind = rec.kind
     if kind == "oom":
         return (
             "The node ran out of memory and Ray's memory monitor (or the kernel's OOM killer) ended "
@@ -75,9 +75,9 @@ def hint_for(rec: dict, restarts: int = 0) -> str:
     text = " ".join(
         str(x)
         for x in [
-            rec.get("exc_type"),
-            rec.get("message"),
-            *(c.get("exc_type") for c in rec.get("chain") or []),
+            rec.exc_type,
+            rec.message,
+            *(c.get("exc_type") for c in rec.chain if isinstance(c, dict)),
         ]
         if x
     )
@@ -99,8 +99,8 @@ class CrashStore:
     def __init__(self, state_dir: Path, keep: int | None = None) -> None:
         self.dir = Path(state_dir) / "crashes"
         self.keep = keep if keep is not None else int(os.environ.get("RAYSLEUTH_CRASH_KEEP", KEEP_DEFAULT))
-        self._records: dict[str, dict] = {}
-        self._latest: dict[str, dict] | None = None
+        self._records: dict[str, CrashRecord] = {}
+        self._latest: dict[str, CrashRecord] | None = None
         """Worker id → its newest record; rebuilt after a change (the worker table asks often)."""
         self._load()
 
@@ -112,12 +112,13 @@ class CrashStore:
             return
         for path in self.dir.glob("*.json"):
             try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
+                data = json.loads(path.read_text())
+                rec = CrashRecord.from_json(data) if isinstance(data, dict) else None
+            except (OSError, ValueError, TypeError):
                 log.warning("unreadable crash record %s: skipped", path)
                 continue
-            if isinstance(rec, dict) and valid_id(rec.get("id", "")):
-                self._records[rec["id"]] = rec
+            if rec is not None and valid_id(rec.id):
+                self._records[rec.id] = rec
         self._trim()
 
     def _trim(self) -> None:
@@ -125,97 +126,62 @@ class CrashStore:
         if over <= 0:
             return
         self._latest = None
-        for rec in sorted(self._records.values(), key=lambda r: r.get("time") or 0)[:over]:
-            self._records.pop(rec["id"], None)
+        for rec in sorted(self._records.values(), key=lambda r: r.time or 0)[:over]:
+            self._records.pop(rec.id, None)
             try:
-                (self.dir / f"{rec['id']}.json").unlink()
-            except OSError:
-                pass
+                (self.dir / f"{rec.id}.json").unlink()
+            except OSError as exc:
+                log.warning("could not remove old crash record %s: %s", rec.id, exc)
 
-    def restarts(self, rec: dict) -> int:
+    def restarts(self, rec: CrashRecord) -> int:
         """Crashes of the same actor within the restart-loop window, this one included."""
-        actor = (rec.get("worker") or {}).get("actor_id")
+        actor = rec.worker.get("actor_id")
         if not actor:
             return 0
-        t = rec.get("time") or time.time()
         return sum(
             1
             for r in self._records.values()
-            if (r.get("worker") or {}).get("actor_id") == actor
-            and abs(t - (r.get("time") or 0)) <= RESTART_LOOP_WINDOW_S
+            if r.worker.get("actor_id") == actor and abs(rec.time - (r.time or 0)) <= RESTART_LOOP_WINDOW_S
         )
 
-    def add(self, rec: dict) -> dict:
+    def add(self, rec: dict | CrashRecord) -> CrashRecord:
         """Store a record (an id is given if it has none); returns it with its hint."""
-        rec = dict(rec)
-        if not valid_id(rec.get("id", "")):
-            rec["id"] = new_id()
-        rec.setdefault("time", time.time())
-        self._records[rec["id"]] = rec
+        rec = CrashRecord.from_json(rec) if isinstance(rec, dict) else rec
+        if not valid_id(rec.id):
+            rec.id = new_id()
+        if not rec.time:
+            rec.time = time.time()
+        if rec.kind not in KINDS:
+            log.warning("crash record %s has an unknown kind %r", rec.id, rec.kind)
+        self._records[rec.id] = rec
         self._latest = None
-        rec["hint"] = hint_for(rec, self.restarts(rec))
+        rec.hint = hint_for(rec, self.restarts(rec))
         self._write(rec)
         self._trim()
         return rec
 
-    def update(self, crash_id: str, **fields) -> dict | None:
-        rec = self._records.get(crash_id)
-        if rec is None:
-            return None
-        rec.update(fields)
-        self._write(rec)
-        return rec
-
-    def _write(self, rec: dict) -> None:
+    def _write(self, rec: CrashRecord) -> None:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.dir / f".{rec['id']}.json.tmp"
-            tmp.write_text(json.dumps(rec, default=str))
-            os.replace(tmp, self.dir / f"{rec['id']}.json")
+            tmp = self.dir / f".{rec.id}.json.tmp"
+            tmp.write_text(json.dumps(rec.to_store(), default=str))
+            os.replace(tmp, self.dir / f"{rec.id}.json")
         except OSError:
-            log.exception("could not write crash record %s", rec.get("id"))
+            log.exception("could not write crash record %s", rec.id)
 
-    def get(self, crash_id: str) -> dict | None:
+    def get(self, crash_id: str) -> CrashRecord | None:
         return self._records.get(crash_id)
 
-    def records(self) -> list[dict]:
-        return sorted(self._records.values(), key=lambda r: r.get("time") or 0, reverse=True)
+    def records(self) -> list[CrashRecord]:
+        return sorted(self._records.values(), key=lambda r: r.time or 0, reverse=True)
 
     def summaries(self) -> list[dict]:
-        return [summary(r) for r in self.records()]
+        return [r.summary() for r in self.records()]
 
-    def latest_for(self, worker_id: str) -> dict | None:
+    def latest_for(self, worker_id: str) -> CrashRecord | None:
         if self._latest is None:
             self._latest = {}
             for r in reversed(self.records()):  # oldest first: the newest wins
-                wid = (r.get("worker") or {}).get("id")
-                if wid:
-                    self._latest[wid] = r
+                if r.worker_id:
+                    self._latest[r.worker_id] = r
         return self._latest.get(worker_id)
-
-
-def summary(rec: dict) -> dict:
-    return {k: rec.get(k) for k in SUMMARY_FIELDS}
-
-
-def detail(rec: dict) -> dict:
-    """What `GET /v1/crashes/{id}` answers: the summary, the frames, the evidence."""
-    out = summary(rec)
-    for k in (
-        "frames",
-        "gpu",
-        "faulthandler",
-        "traceback",
-        "chain",
-        "events",
-        "task",
-        "task_id",
-        "exit_type",
-        "exit_detail",
-        "last_report",
-        "capture_ms",
-        "sources",
-    ):
-        out[k] = rec.get(k)
-    out["frames"] = out["frames"] or []
-    return out

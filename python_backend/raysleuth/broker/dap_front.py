@@ -189,7 +189,7 @@ class DapSession:
         await self.event("initialized")
         return True
 
-    async def _held_worker(self, crash_id: str, rec: dict) -> dict | None:
+    async def _held_worker(self, crash_id: str, rec) -> dict | None:
         """The worker held for this crash, if it is. A record that says it is held may come a
         moment before the worker's own report does (a client that attaches on the `crash` event):
         wait for that report, up to HELD_REPORT_WAIT_S, before taking the worker for gone."""
@@ -205,10 +205,10 @@ class DapSession:
             )
 
         held = find()
-        held_until = rec.get("held_until") or 0
+        held_until = rec.held_until or 0
         deadline = time.monotonic() + HELD_REPORT_WAIT_S
         while held is None and held_until > time.time() and time.monotonic() < deadline:
-            wid = (rec.get("worker") or {}).get("id")
+            wid = rec.worker_id
             if any(w["id"] == wid and w["state"] == "exited" for w in self.door.table.workers()):
                 break
             await asyncio.sleep(0.05)

@@ -15,7 +15,6 @@ from pathlib import Path
 from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
-from raysleuth.broker.crashes import detail
 from raysleuth.broker.events import format_sse
 from raysleuth.errors import BadRequest, NotFound, SleuthError
 from raysleuth.model.point import parse_owner
@@ -219,7 +218,7 @@ def make_app(svc: Services) -> web.Application:
                 f"No crash record {request.match_info['id']}.",
                 "List them: GET /v1/crashes or `raysleuth crashes`.",
             )
-        return web.json_response(detail(rec))
+        return web.json_response(rec.to_json())
 
     app = web.Application(middlewares=[errors_and_auth])
     app.router.add_get("/v1/gpu", get_gpu)

@@ -10,8 +10,8 @@ import logging
 import re
 import time
 
-from raysleuth.broker.crashes import summary as crash_summary
 from raysleuth.broker.workers import StateSnapshot
+from raysleuth.model.crash import CrashRecord
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class PostMortem:
         self._deaths_done: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
 
-    def add_crash(self, rec: dict) -> dict:
+    def add_crash(self, rec: dict) -> CrashRecord:
         """File one record; fills the worker's identity from what the agent knew at the crash."""
         worker = rec.get("worker") or {}
         ident = rec.pop("identity", None) or {}
@@ -46,17 +46,17 @@ class PostMortem:
         if rec.get("task") and not worker.get("task"):
             worker["task"] = rec["task"]
         rec["worker"] = worker
-        rec = self.crashes.add(rec)
-        log.info("crash %s: %s %s", rec["id"], rec.get("kind"), rec.get("exc_type") or "")
+        filed = self.crashes.add(rec)
+        log.info("crash %s: %s %s", filed.id, filed.kind, filed.exc_type or "")
         self.timeline.add_event(
             {"rank": worker.get("rank"), "worker": worker.get("id"), "pid": worker.get("pid")},
             "crash",
-            rec.get("time"),
-            {"crash": rec["id"], "kind": rec.get("kind"), "error": rec.get("exc_type") or rec.get("message")},
+            filed.time,
+            {"crash": filed.id, "kind": filed.kind, "error": filed.exc_type or filed.message},
         )
-        self.hub.publish("crash", crash_summary(rec))
-        self.hub.emit("crash-filed", rec)
-        return rec
+        self.hub.publish("crash", filed.summary())
+        self.hub.emit("crash-filed", filed)
+        return filed
 
     def note_deaths(self, snap: StateSnapshot, reports: list[dict]) -> None:
         """Workers seen alive that died unexpectedly: a record each (made in the background)."""
@@ -87,7 +87,7 @@ class PostMortem:
         if not task.cancelled() and task.exception() is not None:
             log.error("recording a worker death failed", exc_info=task.exception())
 
-    async def record_death(self, sw: dict, report: dict | None) -> dict:
+    async def record_death(self, sw: dict, report: dict | None) -> CrashRecord:
         wid = sw["worker_id"]
         w = self.table.get(wid) or {"id": wid, "pid": sw.get("pid")}
         detail = (sw.get("exit_detail") or "").strip()

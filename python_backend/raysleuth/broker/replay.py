@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from raysleuth.model.crash import CrashRecord
+
 THREAD_ID = 1
 LOCALS_BASE = 1000
 """variablesReference of frame i's locals: LOCALS_BASE + i."""
@@ -17,15 +19,15 @@ GONE = "the process has exited; only stored values can be shown"
 
 
 class Replay:
-    def __init__(self, record: dict) -> None:
+    def __init__(self, record: CrashRecord) -> None:
         self.rec = record
-        self.frames: list[dict] = list(record.get("frames") or [])
-        self.sources: dict[str, str] = dict(record.get("sources") or {})
+        self.frames: list[dict] = list(record.frames)
+        self.sources: dict[str, str] = dict(record.sources)
         self._source_refs: dict[int, str] = {}
-        self.label = record.get("exc_type") or record.get("kind") or "crash"
+        self.label = record.label
 
     def description(self) -> str:
-        msg = self.rec.get("message") or ""
+        msg = self.rec.message or ""
         return f"{self.label}: {msg}" if msg else self.label
 
     def _source(self, path: str) -> dict:
@@ -98,12 +100,12 @@ class Replay:
         if command == "exceptionInfo":
             return {
                 "exceptionId": self.label,
-                "description": self.rec.get("message") or "",
+                "description": self.rec.message or "",
                 "breakMode": "unhandled",
                 "details": {
-                    "message": self.rec.get("message") or "",
+                    "message": self.rec.message or "",
                     "typeName": self.label,
-                    "stackTrace": self.rec.get("traceback") or self.rec.get("faulthandler") or "",
+                    "stackTrace": self.rec.traceback or self.rec.faulthandler or "",
                 },
             }, None
         if command == "evaluate":
@@ -126,5 +128,5 @@ class Replay:
         if command in ("loadedSources",):
             return {"sources": [self._source(p) for p in self.sources]}, None
         return None, (
-            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.get('id')}: {GONE}."
+            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.id}: {GONE}."
         )

@@ -69,7 +69,7 @@ class WorkerTable:
                 w["paused_at"] = self.stopped_links[w["id"]]
             if w.get("crash") is None:
                 rec = self.crashes.latest_for(w["id"])
-                w["crash"] = rec["id"] if rec is not None else None
+                w["crash"] = rec.id if rec is not None else None
             w["gpu_memory"] = self.gpu.summary(w["id"])
         self._workers = workers
         view = comparable(workers)

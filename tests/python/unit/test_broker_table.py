@@ -67,7 +67,7 @@ def test_a_filed_crash_reaches_the_workers_row(tmp_path):
     table.take_reports([report("w1", 11)])
     rec = crashes.add({"kind": "exception", "time": NOW, "exc_type": "ValueError", "worker": {"id": "w1"}})
     hub.emit("crash-filed", rec)
-    assert table.get("w1")["crash"] == rec["id"]
+    assert table.get("w1")["crash"] == rec.id
 
 
 def test_ray_debugger_ports_come_from_paused_live_workers_only(tmp_path):
@@ -156,9 +156,9 @@ async def test_a_worker_seen_alive_that_dies_hard_gets_one_record_with_its_fault
     pm.note_deaths(StateSnapshot(workers=[death("w1")]), reports)  # the same death again: no second record
     await asyncio.wait_for(asyncio.gather(*pm._tasks), 5)
     [rec] = crashes.records()
-    assert (rec["kind"], rec["message"], rec["worker"]["rank"]) == ("segfault", "killed by signal 9", 2)
-    assert [f["function"] for f in rec["frames"]] == ["boom", "run"] and filed == [rec]
-    assert tl.events_since(0, "crash")[0]["fields"]["crash"] == rec["id"]
+    assert (rec.kind, rec.message, rec.worker["rank"]) == ("segfault", "killed by signal 9", 2)
+    assert [f["function"] for f in rec.frames] == ["boom", "run"] and filed == [rec]
+    assert tl.events_since(0, "crash")[0]["fields"]["crash"] == rec.id
 
 
 def test_deaths_that_are_no_news_get_no_record(tmp_path):

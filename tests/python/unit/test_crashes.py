@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from raysleuth.broker.crashes import CrashStore, detail, hint_for
+from raysleuth.broker.crashes import CrashStore, hint_for
+from raysleuth.model.crash import CrashRecord
 from raysleuth.broker.replay import LOCALS_BASE, Replay
 
 
@@ -23,17 +24,17 @@ def record(i: int, **kw) -> dict:
 
 def test_records_persist_and_list_newest_first(tmp_path):
     store = CrashStore(tmp_path)
-    ids = [store.add(record(i))["id"] for i in range(3)]
+    ids = [store.add(record(i)).id for i in range(3)]
     files = sorted(p.name for p in (tmp_path / "crashes").glob("*.json"))
     assert len(files) == 3
     again = CrashStore(tmp_path)
     assert [c["id"] for c in again.summaries()] == ids[::-1]
-    assert again.get(ids[0])["frames"][0]["locals"] == {"a": "1"}
+    assert again.get(ids[0]).frames[0]["locals"] == {"a": "1"}
 
 
 def test_retention_drops_the_oldest(tmp_path):
     store = CrashStore(tmp_path, keep=2)
-    ids = [store.add(record(i))["id"] for i in range(4)]
+    ids = [store.add(record(i)).id for i in range(4)]
     assert [c["id"] for c in store.summaries()] == [ids[3], ids[2]]
     assert len(list((tmp_path / "crashes").glob("*.json"))) == 2
 
@@ -47,23 +48,27 @@ def test_an_unreadable_file_is_skipped(tmp_path):
 
 def test_hints_follow_the_article_table(tmp_path):
     assert "CUDA" in hint_for(
-        {"kind": "exception", "exc_type": "torch.OutOfMemoryError", "message": "CUDA out of memory"}
+        CrashRecord.from_json(
+            {"kind": "exception", "exc_type": "torch.OutOfMemoryError", "message": "CUDA out of memory"}
+        )
     )
     assert "serialized" in hint_for(
-        {"kind": "exception", "exc_type": "_pickle.PicklingError", "message": "x"}
+        CrashRecord.from_json({"kind": "exception", "exc_type": "_pickle.PicklingError", "message": "x"})
     )
-    assert "firewall" in hint_for({"kind": "exception", "exc_type": "ConnectionRefusedError", "message": ""})
-    assert "died" in hint_for({"kind": "worker_died"})
-    assert "memory" in hint_for({"kind": "oom"})
-    assert "faulthandler" in hint_for({"kind": "segfault"})
+    assert "firewall" in hint_for(
+        CrashRecord.from_json({"kind": "exception", "exc_type": "ConnectionRefusedError", "message": ""})
+    )
+    assert "died" in hint_for(CrashRecord.from_json({"kind": "worker_died"}))
+    assert "memory" in hint_for(CrashRecord.from_json({"kind": "oom"}))
+    assert "faulthandler" in hint_for(CrashRecord.from_json({"kind": "segfault"}))
     store = CrashStore(tmp_path)
     for i in range(2):
-        assert "restart loop" not in store.add(record(i, actor="A1"))["hint"]
-    assert "restart loop" in store.add(record(2, actor="A1"))["hint"]
+        assert "restart loop" not in store.add(record(i, actor="A1")).hint
+    assert "restart loop" in store.add(record(2, actor="A1")).hint
 
 
 def test_replay_serves_the_stored_stack_and_refuses_to_run(tmp_path):
-    rec = detail(
+    rec = CrashRecord.from_json(
         dict(
             record(1, traceback="Traceback ...ValueError: bad 1"),
             id="c1",
@@ -98,9 +103,9 @@ def test_replay_serves_the_stored_stack_and_refuses_to_run(tmp_path):
 def test_latest_record_per_worker_follows_adds_and_retention(tmp_path):
     store = CrashStore(tmp_path, keep=2)
     first = store.add(dict(record(1), worker={"id": "w"}))
-    assert store.latest_for("w")["id"] == first["id"] and len(store) == 1
+    assert store.latest_for("w").id == first.id and len(store) == 1
     second = store.add(dict(record(2), worker={"id": "w"}))
-    assert store.latest_for("w")["id"] == second["id"]
+    assert store.latest_for("w").id == second.id
     store.add(record(3))
     store.add(record(4))  # keep=2: both records of "w" are gone
     assert store.latest_for("w") is None and len(store) == 2
