@@ -138,15 +138,20 @@ def test_the_inbox_routes_each_kind_to_its_keeper(tmp_path):
 
 
 def death(wid, exit_type="SYSTEM_ERROR", alive=False, pid=7):
-    return {"worker_id": wid, "pid": pid, "node_id": "n1", "worker_type": "WORKER", "is_alive": alive,
-            "exit_type": exit_type, "exit_detail": "killed by signal 9\nmore", "end_time_ms": 5000}  # fmt: skip
+    return {
+        "worker_id": wid, "pid": pid, "node_id": "n1", "worker_type": "WORKER", "is_alive": alive,
+        "exit_type": exit_type, "exit_detail": "killed by signal 9\nmore", "end_time_ms": 5000,
+    }  # fmt: skip
 
 
 async def test_a_worker_seen_alive_that_dies_hard_gets_one_record_with_its_fault_text(tmp_path):
     hub = EventHub()
     crashes = CrashStore(tmp_path)
     tl = Timeline(hub)
-    fault = 'Fatal Python error: Segmentation fault\n\n  File "/t.py", line 9 in boom\n  File "/t.py", line 3 in run\n\n  File "/x.py", line 1 in other\n'
+    fault = (
+        "Fatal Python error: Segmentation fault\n\n"
+        '  File "/t.py", line 9 in boom\n  File "/t.py", line 3 in run\n\n  File "/x.py", line 1 in other\n'
+    )
     pm = PostMortem(crashes, tl, FakeTable([worker("w1", rank=2, pid=7)]), FakeRelays(FakeRelay(fault)), hub)
     filed = []
     hub.on("crash-filed", filed.append)

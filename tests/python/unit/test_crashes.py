@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from raysleuth.broker.crashes import CrashStore, hint_for
-from raysleuth.model.crash import CrashRecord
 from raysleuth.broker.replay import LOCALS_BASE, Replay
+from raysleuth.model.crash import CrashRecord
 
 
 def record(i: int, **kw) -> dict:
