@@ -18,7 +18,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["tests/extension/runner/**/*.ts"],
+    files: ["tests/extension/runner/**/*.ts", "tests/extension/unit/run.ts"],
     rules: { "no-console": "off" },
   },
   {

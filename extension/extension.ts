@@ -9,17 +9,17 @@ import { BrokerConnectionService } from "./broker/brokerConnection";
 import { ClusterState } from "./cluster/clusterState";
 import { ClusterStatusBar } from "./cluster/statusBar";
 import { ClusterTreeNode, WorkerTreeProvider } from "./cluster/workerTreeProvider";
+import { pickWorker } from "./cluster/workerPicker";
 import { SleuthDebugAdapterFactory } from "./debug/adapterFactory";
 import { AutoAttachService } from "./debug/autoAttach";
-import { BreakpointDecorations } from "./debug/breakpointDecorations";
-import { BreakpointMirrorService } from "./debug/breakpointMirror";
-import { ClusterBreakpointStore } from "./debug/clusterBreakpointStore";
-import { ClusterControlService } from "./debug/clusterControl";
-import { BrokerAccess, SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
-import { LogpointService } from "./debug/logpoints";
-import { RankBreakpointEditor } from "./debug/rankBreakpoints";
-import { pickWorker } from "./debug/workerPicker";
+import { SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
 import { AttachTarget, WorkerSessionService } from "./debug/workerSessions";
+import { BreakpointDecorations } from "./breakpoints/breakpointDecorations";
+import { BreakpointMirrorService, editorOwner } from "./breakpoints/breakpointMirror";
+import { ClusterBreakpointStore } from "./breakpoints/clusterBreakpointStore";
+import { ClusterControlService } from "./breakpoints/clusterControl";
+import { LogpointService } from "./breakpoints/logpoints";
+import { RankBreakpointEditor } from "./breakpoints/rankBreakpoints";
 import { EvaluateService } from "./views/evaluatePanel";
 import { SnapshotService } from "./views/snapshotPanel";
 import { CrashesService } from "./views/crashesView";
@@ -50,41 +50,42 @@ export interface RaySleuthApi {
 
 export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const channel = createLog();
-  const state = new ClusterState();
+  // Services first (client → connection → state → sessions → breakpoints), then the views on them.
+  const connection = new BrokerConnectionService();
+  const state = new ClusterState(connection);
+  const sessions = new WorkerSessionService(state);
+  const ensureConnected = async () => (await connection.ensureClient()) !== undefined;
+  const configurationProvider = new SleuthDebugConfigurationProvider(connection, state, sessions);
+  const owner = editorOwner(context.workspaceState);
+  const clusterBreakpoints = new ClusterBreakpointStore(connection);
+  const mirror = new BreakpointMirrorService(connection, clusterBreakpoints, owner, context.workspaceState);
+  const rankBreakpoints = new RankBreakpointEditor(state);
+  const autoAttach = new AutoAttachService(state, sessions);
+  const control = new ClusterControlService(connection, state);
+  const logpoints = new LogpointService(connection, sessions);
   const workerTree = new WorkerTreeProvider(state);
   const treeView = createTreeView<ClusterTreeNode>(WORKERS_VIEW_ID, { treeDataProvider: workerTree, showCollapseAll: true });
   const statusBar = new ClusterStatusBar(state);
-  const connection = new BrokerConnectionService(state);
-  const sessions = new WorkerSessionService(state);
-  const ensureConnected = async () => connection.client !== undefined || (await connection.connect({ interactive: true }));
-  const broker: BrokerAccess = { client: async () => ((await ensureConnected()) ? connection.client : undefined) };
-  const configurationProvider = new SleuthDebugConfigurationProvider(broker, state, sessions);
-  const clusterBreakpoints = new ClusterBreakpointStore(connection, state);
-  const mirror = new BreakpointMirrorService(connection, clusterBreakpoints, context.workspaceState);
-  const decorations = new BreakpointDecorations(clusterBreakpoints);
-  const rankBreakpoints = new RankBreakpointEditor(state);
-  const autoAttach = new AutoAttachService(state, sessions);
-  const control = new ClusterControlService(broker, state);
-  const evaluate = new EvaluateService(broker);
-  const snapshots = new SnapshotService(broker, connection, state);
-  const logpoints = new LogpointService(connection, sessions);
-  const crashes = new CrashesService(broker, connection);
+  const decorations = new BreakpointDecorations(clusterBreakpoints, owner);
+  const evaluate = new EvaluateService(connection);
+  const snapshots = new SnapshotService(connection, state);
+  const crashes = new CrashesService(connection);
 
   context.subscriptions.push(
     channel,
-    state,
-    workerTree,
-    treeView,
-    statusBar,
     connection,
+    state,
     sessions,
     clusterBreakpoints,
     mirror,
-    decorations,
     autoAttach,
+    logpoints,
+    workerTree,
+    treeView,
+    statusBar,
+    decorations,
     evaluate,
     snapshots,
-    logpoints,
     crashes,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
@@ -104,7 +105,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.refreshCrashes, () => crashes.refresh()),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
-        void connection.connect({ interactive: false });
+        connection.connect({ interactive: false }).catch((err: unknown) => swallow("Connecting when the Cluster view opened failed", err));
       }
     }),
   );

@@ -45,6 +45,9 @@ else
   echo "(no Python 3.12 here: the sys.monitoring trigger's unit tests are skipped)"
 fi
 
+step "extension: plain mocha (pure modules, no VS Code, no Ray)"
+npm run --silent test:unit || failed_steps+=(extension-unit)
+
 step "extension: inside a real VS Code (code-server)"
 "$ROOT/scripts/test_extension.sh" || failed_steps+=(extension)
 
@@ -60,14 +63,15 @@ for xml in sorted(res.glob("py-*.xml")):
         t, f, e, sk = (int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
         passed += t - f - e - sk; failed += f + e; skipped += sk
         print(f"  {xml.stem[3:]:12} {t - f - e - sk} passed, {f + e} failed, {sk} skipped")
-ext = res / "extension.json"
-if ext.exists():
-    d = json.loads(ext.read_text())
-    passed += d["passed"]; failed += d["failed"]; skipped += d.get("skipped", 0)
-    print(f"  {'extension':12} {d['passed']} passed, {d['failed']} failed, {d.get('skipped', 0)} skipped")
-else:
-    print("  extension    no results (the extension run did not finish)")
-    failed += 1
+for name in ("extension-unit", "extension"):
+    ext = res / f"{name}.json"
+    if ext.exists():
+        d = json.loads(ext.read_text())
+        passed += d["passed"]; failed += d["failed"]; skipped += d.get("skipped", 0)
+        print(f"  {name:12} {d['passed']} passed, {d['failed']} failed, {d.get('skipped', 0)} skipped")
+    else:
+        print(f"  {name:12} no results (the {name} run did not finish)")
+        failed += 1
 if failed_steps:
     print("  failed steps: " + ", ".join(failed_steps))
     failed = max(failed, 1)

@@ -1,9 +1,10 @@
 // HTTP + server-sent-events client of the broker's API (workers, nodes, the
 // cluster breakpoint set, evaluate, snapshots, continue/pause, /v1/stream),
-// with the bearer token. Node's http module only;
-// no vscode import, so it runs the same in tests and in the extension host.
-import * as http from "http";
-import * as https from "https";
+// with the bearer token. Node's fetch, eventsource-parser for the stream and
+// Node's EventEmitter; no vscode import, so it runs the same in the plain
+// mocha tests and in the extension host. It never shows anything.
+import { EventEmitter } from "events";
+import { createParser } from "eventsource-parser";
 import {
   BrokerErrorBody,
   BrokerStatus,
@@ -17,6 +18,7 @@ import {
   SnapshotRequest,
   SnapshotRow,
   SnapshotSummary,
+  StreamEvent,
   WorkerInfo,
   WorkerSelector,
 } from "./types";
@@ -52,23 +54,30 @@ export interface BrokerClientOptions {
   maxBackoffMs?: number;
 }
 
-type Listener<T> = (value: T) => void;
+/** What a subscription returns: vscode.Disposable's shape, without importing vscode. */
+export interface Subscription {
+  dispose(): void;
+}
 
-/** A tiny event source, so this file needs no vscode.EventEmitter. */
-class Signal<T> {
-  private readonly listeners = new Set<Listener<T>>();
-  on(listener: Listener<T>): { dispose(): void } {
-    this.listeners.add(listener);
-    return { dispose: () => this.listeners.delete(listener) };
+/** The client's events and their arguments. */
+interface ClientEvents {
+  workers: [WorkerInfo[]];
+  streamState: [StreamState];
+  streamError: [BrokerError];
+  streamEvent: [StreamEvent];
+}
+
+/**
+ * Feeds a text/event-stream body to `onEvent` as (event, data) pairs; resolves
+ * when the body ends. The SSE grammar is eventsource-parser's.
+ */
+export async function readEventStream(body: AsyncIterable<Uint8Array>, onEvent: (event: string, data: string) => void): Promise<void> {
+  const parser = createParser({ onEvent: (m) => onEvent(m.event ?? "message", m.data) });
+  const decoder = new TextDecoder();
+  for await (const chunk of body) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
   }
-  fire(value: T): void {
-    for (const l of [...this.listeners]) {
-      l(value);
-    }
-  }
-  clear(): void {
-    this.listeners.clear();
-  }
+  parser.feed(decoder.decode());
 }
 
 export class BrokerClient {
@@ -79,20 +88,18 @@ export class BrokerClient {
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
 
-  private readonly workersSignal = new Signal<WorkerInfo[]>();
-  private readonly streamStateSignal = new Signal<StreamState>();
-  private readonly streamErrorSignal = new Signal<BrokerError>();
-  private readonly streamEventSignal = new Signal<{ event: string; data: unknown }>();
+  private readonly events = new EventEmitter<ClientEvents>();
 
   /** Fired with the full worker list on every `workers` stream event. */
-  readonly onWorkers = (l: Listener<WorkerInfo[]>) => this.workersSignal.on(l);
-  readonly onStreamState = (l: Listener<StreamState>) => this.streamStateSignal.on(l);
+  readonly onWorkers = (l: (workers: WorkerInfo[]) => void) => this.on("workers", l);
+  readonly onStreamState = (l: (state: StreamState) => void) => this.on("streamState", l);
   /** Fired when the stream fails; a 401 stops the reconnects, anything else retries. */
-  readonly onStreamError = (l: Listener<BrokerError>) => this.streamErrorSignal.on(l);
-  /** Every stream event, parsed (for kinds this client has no typed signal for). */
-  readonly onStreamEvent = (l: Listener<{ event: string; data: unknown }>) => this.streamEventSignal.on(l);
+  readonly onStreamError = (l: (err: BrokerError) => void) => this.on("streamError", l);
+  /** Every stream event, parsed (for kinds this client has no typed event for). */
+  readonly onStreamEvent = (l: (e: StreamEvent) => void) => this.on("streamEvent", l);
 
-  private streamRequest: http.ClientRequest | undefined;
+  /** Aborts the open stream request (stopStream, dispose). */
+  private streamAbort: AbortController | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private backoffMs: number;
   private streaming = false;
@@ -170,48 +177,34 @@ export class BrokerClient {
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */
-  requestJson<T>(method: string, path: string, body?: unknown): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-      let req: http.ClientRequest;
-      try {
-        req = this.transport().request(this.url + path, {
-          method,
-          headers: {
-            ...this.authHeaders(),
-            Accept: "application/json",
-            ...(payload ? { "Content-Type": "application/json", "Content-Length": payload.length } : {}),
-          },
-          timeout: this.timeoutMs,
-        });
-      } catch (err) {
-        reject(new BrokerError("protocol", `Invalid broker address ${this.url}: ${String(err)}. Check raySleuth.brokerAddress.`, this.url));
-        return;
-      }
-      req.on("response", (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("error", (err) => reject(this.networkError(err, `${method} ${path}`)));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          const status = res.statusCode ?? 0;
-          if (status < 200 || status >= 300) {
-            reject(this.statusError(status, text, `${method} ${path}`));
-            return;
-          }
-          try {
-            resolve(JSON.parse(text) as T);
-          } catch {
-            reject(new BrokerError("protocol", `The broker at ${this.url} sent a reply to ${method} ${path} that is not JSON: ${text.slice(0, 200)}`, this.url, status));
-          }
-        });
+  async requestJson<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const what = `${method} ${path}`;
+    let status: number;
+    let text: string;
+    try {
+      const res = await fetch(this.url + path, {
+        method,
+        headers: {
+          ...this.authHeaders(),
+          Accept: "application/json",
+          ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.timeoutMs),
       });
-      req.on("timeout", () => {
-        req.destroy(new BrokerError("timeout", `The broker at ${this.url} did not answer ${method} ${path} within ${this.timeoutMs / 1000} s. Check that it is running ("raysleuth doctor").`, this.url));
-      });
-      req.on("error", (err) => reject(err instanceof BrokerError ? err : this.networkError(err, `${method} ${path}`)));
-      req.end(payload);
-    });
+      status = res.status;
+      text = await res.text();
+    } catch (err) {
+      throw this.fetchError(err, what);
+    }
+    if (status < 200 || status >= 300) {
+      throw this.statusError(status, text, what);
+    }
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new BrokerError("protocol", `The broker at ${this.url} sent a reply to ${what} that is not JSON: ${text.slice(0, 200)}`, this.url, status);
+    }
   }
 
   /** Opens GET /v1/stream and keeps it open, reconnecting with backoff, until stopStream(). */
@@ -220,7 +213,7 @@ export class BrokerClient {
       return;
     }
     this.streaming = true;
-    this.openStream();
+    void this.openStream();
   }
 
   stopStream(): void {
@@ -229,63 +222,59 @@ export class BrokerClient {
       clearTimeout(this.reconnectTimer);
       this.reconnectTimer = undefined;
     }
-    this.streamRequest?.destroy();
-    this.streamRequest = undefined;
+    this.streamAbort?.abort();
+    this.streamAbort = undefined;
     this.setStreamState("closed");
   }
 
   dispose(): void {
     this.stopStream();
     this.disposed = true;
-    this.workersSignal.clear();
-    this.streamStateSignal.clear();
-    this.streamErrorSignal.clear();
-    this.streamEventSignal.clear();
+    this.events.removeAllListeners();
   }
 
-  private openStream(): void {
+  private on<K extends keyof ClientEvents>(name: K, listener: (...args: ClientEvents[K]) => void): Subscription {
+    // Node's listener type is conditional on K, which TypeScript cannot resolve for a generic K.
+    const l = listener as never;
+    this.events.on(name, l);
+    return { dispose: () => this.events.off(name, l) };
+  }
+
+  /** One connection of the stream: resolves when it ended (then a reconnect is scheduled, unless stopped). */
+  private async openStream(): Promise<void> {
     this.setStreamState("connecting");
-    const req = this.transport().request(this.url + "/v1/stream", {
-      method: "GET",
-      headers: { ...this.authHeaders(), Accept: "text/event-stream", "Cache-Control": "no-cache" },
-    });
-    this.streamRequest = req;
-    let failed = false;
-    const fail = (err: BrokerError) => {
-      if (failed || req !== this.streamRequest) {
-        return;
+    const abort = new AbortController();
+    this.streamAbort = abort;
+    const what = "GET /v1/stream";
+    let failure: BrokerError;
+    try {
+      const res = await fetch(this.url + "/v1/stream", {
+        headers: { ...this.authHeaders(), Accept: "text/event-stream", "Cache-Control": "no-cache" },
+        signal: abort.signal,
+      });
+      if (res.status !== 200 || !res.body) {
+        failure = this.statusError(res.status, await res.text(), what);
+      } else {
+        this.backoffMs = this.minBackoffMs;
+        this.setStreamState("open");
+        await readEventStream(res.body, (event, data) => this.dispatch(event, data));
+        failure = new BrokerError("network", `The broker at ${this.url} closed the event stream; reconnecting.`, this.url);
       }
-      failed = true;
-      this.streamRequest = undefined;
-      req.destroy();
-      this.streamErrorSignal.fire(err);
-      if (err.kind === "unauthorized" || !this.streaming) {
-        // Retrying with the same token cannot help.
-        this.streaming = false;
-        this.setStreamState("closed");
-        return;
-      }
-      this.scheduleReconnect();
-    };
-    req.on("response", (res) => {
-      const status = res.statusCode ?? 0;
-      if (status !== 200) {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => fail(this.statusError(status, Buffer.concat(chunks).toString("utf8"), "GET /v1/stream")));
-        res.on("error", (err) => fail(this.networkError(err, "GET /v1/stream")));
-        return;
-      }
-      this.backoffMs = this.minBackoffMs;
-      this.setStreamState("open");
-      const parser = new SseParser((event, data) => this.dispatch(event, data));
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => parser.push(chunk));
-      res.on("error", (err) => fail(this.networkError(err, "GET /v1/stream")));
-      res.on("end", () => fail(new BrokerError("network", `The broker at ${this.url} closed the event stream; reconnecting.`, this.url)));
-    });
-    req.on("error", (err) => fail(err instanceof BrokerError ? err : this.networkError(err, "GET /v1/stream")));
-    req.end();
+    } catch (err) {
+      failure = this.fetchError(err, what);
+    }
+    if (abort.signal.aborted || abort !== this.streamAbort) {
+      return; // stopped on purpose, or a newer connection took over
+    }
+    this.streamAbort = undefined;
+    this.events.emit("streamError", failure);
+    if (failure.kind === "unauthorized" || !this.streaming) {
+      // Retrying with the same token cannot help.
+      this.streaming = false;
+      this.setStreamState("closed");
+      return;
+    }
+    this.scheduleReconnect();
   }
 
   private scheduleReconnect(): void {
@@ -295,7 +284,7 @@ export class BrokerClient {
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined;
       if (this.streaming && !this.disposed) {
-        this.openStream();
+        void this.openStream();
       }
     }, delay);
   }
@@ -305,24 +294,20 @@ export class BrokerClient {
     try {
       parsed = JSON.parse(data);
     } catch {
-      this.streamErrorSignal.fire(new BrokerError("protocol", `The broker sent a "${event}" event whose data is not JSON: ${data.slice(0, 200)}`, this.url));
+      this.events.emit("streamError", new BrokerError("protocol", `The broker sent a "${event}" event whose data is not JSON: ${data.slice(0, 200)}`, this.url));
       return;
     }
-    this.streamEventSignal.fire({ event, data: parsed });
+    this.events.emit("streamEvent", { event, data: parsed });
     if (event === "workers" && Array.isArray(parsed)) {
-      this.workersSignal.fire(parsed as WorkerInfo[]);
+      this.events.emit("workers", parsed as WorkerInfo[]);
     }
   }
 
   private setStreamState(state: StreamState): void {
     if (state !== this._streamState) {
       this._streamState = state;
-      this.streamStateSignal.fire(state);
+      this.events.emit("streamState", state);
     }
-  }
-
-  private transport(): typeof http | typeof https {
-    return this.url.startsWith("https:") ? https : http;
   }
 
   private authHeaders(): Record<string, string> {
@@ -355,63 +340,27 @@ export class BrokerClient {
     return new BrokerError("http", `Broker ${what} at ${this.url} failed (${status})${detail ? `: ${detail}` : "."}`, this.url, status, body.hint, body.error);
   }
 
-  private networkError(err: Error & { code?: string }, what: string): BrokerError {
-    if (err.code === "ECONNREFUSED") {
+  /** What went wrong before an HTTP status came back: fetch's TypeError carries the socket's error as its cause. */
+  private fetchError(err: unknown, what: string): BrokerError {
+    if (err instanceof BrokerError) {
+      return err;
+    }
+    const e = err as Error & { cause?: Error & { code?: string } };
+    if (e?.name === "TimeoutError") {
+      return new BrokerError("timeout", `The broker at ${this.url} did not answer ${what} within ${this.timeoutMs / 1000} s. Check that it is running ("raysleuth doctor").`, this.url);
+    }
+    const code = e?.cause?.code;
+    if (code === "ECONNREFUSED") {
       return new BrokerError(
         "refused",
         `Cannot reach the broker at ${this.url} (connection refused). Start it with "raysleuth broker" or set raySleuth.brokerAddress.`,
         this.url,
       );
     }
-    return new BrokerError("network", `Broker ${what} at ${this.url} failed: ${err.message}. Check that the broker runs ("raysleuth doctor").`, this.url);
-  }
-}
-
-/** Splits a text/event-stream into (event, data) pairs, as the SSE spec says. */
-export class SseParser {
-  private buffer = "";
-  private event = "";
-  private data: string[] = [];
-
-  constructor(private readonly onEvent: (event: string, data: string) => void) {}
-
-  push(chunk: string): void {
-    this.buffer += chunk;
-    let idx: number;
-    while ((idx = this.buffer.search(/\r\n|\r|\n/)) >= 0) {
-      const line = this.buffer.slice(0, idx);
-      const sepLen = this.buffer.startsWith("\r\n", idx) ? 2 : 1;
-      // A lone "\r" at the end may be the first half of "\r\n": wait for more.
-      if (sepLen === 1 && this.buffer[idx] === "\r" && idx === this.buffer.length - 1) {
-        break;
-      }
-      this.buffer = this.buffer.slice(idx + sepLen);
-      this.line(line);
+    if (code === "ERR_INVALID_URL" || (e instanceof TypeError && /URL/.test(e.message) && !e.cause?.code)) {
+      return new BrokerError("protocol", `Invalid broker address ${this.url}: ${e.message}. Check raySleuth.brokerAddress.`, this.url);
     }
-  }
-
-  private line(line: string): void {
-    if (line === "") {
-      if (this.data.length) {
-        this.onEvent(this.event || "message", this.data.join("\n"));
-      }
-      this.event = "";
-      this.data = [];
-      return;
-    }
-    if (line.startsWith(":")) {
-      return; // comment / keep-alive
-    }
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) {
-      value = value.slice(1);
-    }
-    if (field === "event") {
-      this.event = value;
-    } else if (field === "data") {
-      this.data.push(value);
-    }
+    const detail = e?.cause?.message ? `${e.message} (${e.cause.message})` : String(e?.message ?? err);
+    return new BrokerError("network", `Broker ${what} at ${this.url} failed: ${detail}. Check that the broker runs ("raysleuth doctor").`, this.url);
   }
 }

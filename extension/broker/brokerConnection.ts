@@ -1,16 +1,29 @@
 // Owns the link to one broker: finds it (brokerLocator), connects a
-// BrokerClient, feeds ClusterState from GET requests and the event stream, and
-// tells the user, with actions, what went wrong. Never blocks activation.
+// BrokerClient, publishes the connection status, the worker and node lists
+// and the stream's events, and tells the user, with actions, what went wrong.
+// It knows no view and no cluster state: those listen. Never blocks activation.
 import * as vscode from "vscode";
 import { Commands, ContextKeys, Settings } from "../constants";
 import { log, swallow } from "../common/log";
 import { resolvePythonPath } from "../common/python";
 import * as vsapi from "../common/vscodeapi";
-import { ClusterState } from "../cluster/clusterState";
 import { BrokerClient, BrokerError } from "./brokerClient";
 import { BrokerLocation, BrokerNotFoundError, locateBroker, readToken, resolveStateDir } from "./brokerLocator";
 import { BrokerProcess } from "./brokerProcess";
-import { WorkerInfo } from "./types";
+import { NodeInfo, StreamEvent, WorkerInfo } from "./types";
+
+export type ConnectionStatus = "disconnected" | "connecting" | "connected" | "reconnecting";
+
+/** The connection's status and the broker it is about. */
+export interface StatusChange {
+  status: ConnectionStatus;
+  url: string | undefined;
+}
+
+/** How services reach the broker: the connected client, connecting first (and telling the user on failure) when there is none. */
+export interface BrokerAccess {
+  ensureClient(): Promise<BrokerClient | undefined>;
+}
 
 const START_LOCAL = "Start Local Broker";
 const OPEN_SETTINGS = "Open Settings";
@@ -27,18 +40,14 @@ export const windowNotifier: Notifier = {
   info: (m, ...a) => vsapi.showInformationMessage(m, ...a),
 };
 
-/** One parsed event of the broker's stream, from the connected client. */
-export interface StreamEvent {
-  event: string;
-  data: unknown;
-}
+export type { StreamEvent };
 
 export interface ConnectOptions {
   /** True when the user asked (a command): then "nothing found" is told too. */
   interactive: boolean;
 }
 
-export class BrokerConnectionService implements vscode.Disposable {
+export class BrokerConnectionService implements BrokerAccess, vscode.Disposable {
   notifier: Notifier = windowNotifier;
   /** The last error shown or logged, for tests and the log. */
   lastError: Error | undefined;
@@ -47,9 +56,23 @@ export class BrokerConnectionService implements vscode.Disposable {
   private generation = 0;
   private localBroker: BrokerProcess | undefined;
   private nodesRefresh: NodeJS.Timeout | undefined;
+  private _status: ConnectionStatus = "disconnected";
+  private _url: string | undefined;
+  /** Node ids of the last node list, to notice a worker on a node not listed yet. */
+  private knownNodes = new Set<string>();
   private readonly connected = new vscode.EventEmitter<BrokerClient>();
   private readonly streamEvent = new vscode.EventEmitter<StreamEvent>();
-  private readonly disposables: vscode.Disposable[] = [this.connected, this.streamEvent];
+  private readonly statusChanged = new vscode.EventEmitter<StatusChange>();
+  private readonly workersChanged = new vscode.EventEmitter<WorkerInfo[]>();
+  private readonly nodesChanged = new vscode.EventEmitter<NodeInfo[]>();
+  private readonly disposables: vscode.Disposable[] = [this.connected, this.streamEvent, this.statusChanged, this.workersChanged, this.nodesChanged];
+
+  /** Fired on every status change ("disconnected" drops what was known of the cluster). */
+  readonly onDidChangeStatus = this.statusChanged.event;
+  /** The broker's full worker list: on connect, on refresh and on every `workers` stream event. */
+  readonly onDidReceiveWorkers = this.workersChanged.event;
+  /** The broker's node list: on connect, on refresh, and when a worker names a node not listed yet. */
+  readonly onDidReceiveNodes = this.nodesChanged.event;
 
   /**
    * Fired with the client once connected, and again when its event stream is
@@ -59,17 +82,47 @@ export class BrokerConnectionService implements vscode.Disposable {
   /** Every event of the connected client's stream (`workers`, `breakpoints`, `log`, `snapshot`, ...). */
   readonly onStreamEvent = this.streamEvent.event;
 
-  constructor(private readonly state: ClusterState) {
+  constructor() {
     this.disposables.push(
       vsapi.onDidChangeSettings([Settings.brokerAddress, Settings.tokenFile, Settings.stateDir], () => {
         log.info("Ray Sleuth settings changed; reconnecting");
-        void this.connect({ interactive: false });
+        this.connect({ interactive: false }).catch((e: unknown) => swallow("Reconnecting after a settings change failed", e));
       }),
     );
   }
 
   get client(): BrokerClient | undefined {
     return this._client;
+  }
+
+  get status(): ConnectionStatus {
+    return this._status;
+  }
+
+  /** The connected client, connecting first (interactive: failures are told) when there is none. */
+  async ensureClient(): Promise<BrokerClient | undefined> {
+    if (!this._client) {
+      await this.connect({ interactive: true });
+    }
+    return this._client;
+  }
+
+  private setStatus(status: ConnectionStatus, url?: string): void {
+    this._status = status;
+    if (url !== undefined) {
+      this._url = url;
+    }
+    this.statusChanged.fire({ status, url: this._url });
+  }
+
+  private publish(workers: WorkerInfo[] | undefined, nodes: NodeInfo[] | undefined): void {
+    if (nodes) {
+      this.knownNodes = new Set(nodes.map((n) => n.node_id));
+      this.nodesChanged.fire(nodes);
+    }
+    if (workers) {
+      this.workersChanged.fire(workers);
+    }
   }
 
   toString(): string {
@@ -83,7 +136,7 @@ export class BrokerConnectionService implements vscode.Disposable {
       location = this.locate();
     } catch (err) {
       this.closeClient();
-      this.state.setStatus("disconnected");
+      this.setStatus("disconnected");
       this.report(err, options);
       return false;
     }
@@ -103,7 +156,7 @@ export class BrokerConnectionService implements vscode.Disposable {
     const gen = ++this.generation;
     this.closeClient();
     log.info(`Connecting to the broker at ${location.url} (from ${location.source})`);
-    this.state.setStatus("connecting", location.url);
+    this.setStatus("connecting", location.url);
     const client = new BrokerClient({ url: location.url, token: location.token });
     try {
       const [workers, nodes] = await Promise.all([client.getWorkers(), client.getNodes()]);
@@ -112,16 +165,15 @@ export class BrokerConnectionService implements vscode.Disposable {
         return false;
       }
       this._client = client;
-      this.state.setNodes(nodes);
-      this.state.setWorkers(workers);
-      this.state.setStatus("connected", location.url);
+      this.publish(workers, nodes);
+      this.setStatus("connected", location.url);
       await vsapi.setContext(ContextKeys.connected, true);
       this.lastError = undefined;
       log.info(`Connected to the broker at ${location.url}: ${workers.length} workers on ${nodes.length} nodes`);
     } catch (err) {
       client.dispose();
       if (gen === this.generation) {
-        this.state.setStatus("disconnected");
+        this.setStatus("disconnected");
         await vsapi.setContext(ContextKeys.connected, false);
         this.report(err, options);
       }
@@ -143,8 +195,7 @@ export class BrokerConnectionService implements vscode.Disposable {
     try {
       const [workers, nodes] = await Promise.all([client.getWorkers(), client.getNodes()]);
       if (client === this._client) {
-        this.state.setNodes(nodes);
-        this.state.setWorkers(workers);
+        this.publish(workers, nodes);
       }
     } catch (err) {
       this.report(err, { interactive: true });
@@ -202,9 +253,9 @@ export class BrokerConnectionService implements vscode.Disposable {
     choice.then(
       (picked) => {
         if (picked === START_LOCAL) {
-          void vsapi.executeCommand(Commands.startLocalBroker);
+          vsapi.executeCommand(Commands.startLocalBroker).then(undefined, (e: unknown) => swallow("Starting a local broker failed", e));
         } else if (picked === OPEN_SETTINGS) {
-          void vsapi.openSettings("raySleuth");
+          void vsapi.openSettings("raySleuth"); // logs its own failure
         } else if (picked === SHOW_LOG) {
           log.show();
         }
@@ -217,7 +268,7 @@ export class BrokerConnectionService implements vscode.Disposable {
     const live = () => gen === this.generation && client === this._client;
     client.onWorkers((workers) => {
       if (live()) {
-        this.state.setWorkers(workers);
+        this.publish(workers, undefined);
         this.refreshNodesIfUnknown(workers);
       }
     });
@@ -230,12 +281,12 @@ export class BrokerConnectionService implements vscode.Disposable {
       if (!live()) {
         return;
       }
-      if (s === "connecting" && this.state.status === "connected") {
-        this.state.setStatus("reconnecting");
-      } else if (s === "open" && this.state.status === "reconnecting") {
+      if (s === "connecting" && this._status === "connected") {
+        this.setStatus("reconnecting");
+      } else if (s === "open" && this._status === "reconnecting") {
         log.info(`Event stream from ${client.url} is back`);
-        this.state.setStatus("connected");
-        void this.refresh();
+        this.setStatus("connected");
+        this.refresh().catch((e: unknown) => swallow("Refreshing after the stream came back failed", e));
         this.connected.fire(client);
       }
     });
@@ -245,8 +296,8 @@ export class BrokerConnectionService implements vscode.Disposable {
       }
       if (err.kind === "unauthorized") {
         this.closeClient();
-        this.state.setStatus("disconnected");
-        void vsapi.setContext(ContextKeys.connected, false);
+        this.setStatus("disconnected");
+        void vsapi.setContext(ContextKeys.connected, false); // logs its own failure
         this.report(err, { interactive: true });
       } else {
         this.lastError = err;
@@ -263,26 +314,27 @@ export class BrokerConnectionService implements vscode.Disposable {
     let next: BrokerLocation;
     try {
       next = this.locate();
-    } catch {
-      return; // nothing new yet: the stream keeps retrying the old address
+    } catch (err) {
+      // Nothing new yet: the stream keeps retrying the old address.
+      log.debug(`No other broker to follow: ${err instanceof Error ? err.message : String(err)}`);
+      return;
     }
     if (next.url.replace(/\/+$/, "") !== client.url) {
       log.info(`broker.json now names ${next.url}; switching from ${client.url}`);
-      void this.connectTo(next, { interactive: false });
+      this.connectTo(next, { interactive: false }).catch((e: unknown) => swallow(`Switching to the broker at ${next.url} failed`, e));
     }
   }
 
   /** A worker on a node that /v1/nodes did not list yet: fetch the nodes again (debounced). */
   private refreshNodesIfUnknown(workers: WorkerInfo[]): void {
-    const known = new Set(this.state.nodes.map((n) => n.node_id));
-    if (workers.every((w) => known.has(w.node_id)) || this.nodesRefresh) {
+    if (workers.every((w) => this.knownNodes.has(w.node_id)) || this.nodesRefresh) {
       return;
     }
     this.nodesRefresh = setTimeout(() => {
       this.nodesRefresh = undefined;
       const client = this._client;
       client?.getNodes().then(
-        (nodes) => client === this._client && this.state.setNodes(nodes),
+        (nodes) => client === this._client && this.publish(undefined, nodes),
         (e: unknown) => swallow("Fetching nodes failed", e),
       );
     }, 250);

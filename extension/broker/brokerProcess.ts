@@ -2,6 +2,7 @@
 // waits for its one JSON ready line on stdout. Owns the child: stop() ends it.
 // No vscode import.
 import { ChildProcess, spawn } from "child_process";
+import * as readline from "readline";
 import { BrokerReadyInfo } from "./types";
 
 export interface BrokerProcessOptions {
@@ -72,7 +73,7 @@ export class BrokerProcess {
               return;
             }
           } catch {
-            // not the ready line
+            // Not the ready line: it goes to the output below, like any other line.
           }
         }
         remember(line);
@@ -123,22 +124,7 @@ function lastLines(tail: string[]): string {
 }
 
 function forEachLine(stream: NodeJS.ReadableStream | null, fn: (line: string) => void): void {
-  if (!stream) {
-    return;
+  if (stream) {
+    readline.createInterface({ input: stream, crlfDelay: Infinity }).on("line", fn);
   }
-  let buffer = "";
-  stream.setEncoding("utf8");
-  stream.on("data", (chunk: string) => {
-    buffer += chunk;
-    let idx: number;
-    while ((idx = buffer.indexOf("\n")) >= 0) {
-      fn(buffer.slice(0, idx).replace(/\r$/, ""));
-      buffer = buffer.slice(idx + 1);
-    }
-  });
-  stream.on("end", () => {
-    if (buffer) {
-      fn(buffer);
-    }
-  });
 }

@@ -93,6 +93,12 @@ export interface ClusterBreakpoint {
   scope: string | null;
   /** Number of workers that have it armed now. */
   armed: number;
+  /**
+   * Who set it: "cli" (the terminal), "api" (an HTTP client that named no one),
+   * "vscode:<window>" (a VS Code window's editor breakpoints), or what a client
+   * named itself. Absent from a broker older than owners.
+   */
+  owner?: string;
 }
 
 /** One editor breakpoint in the body of `PUT /v1/breakpoints`. */
@@ -105,18 +111,27 @@ export interface BreakpointSpec {
   ranks?: number[];
 }
 
-/** The body of `PUT /v1/breakpoints`: one file's whole cluster set (empty: clear it). */
+/** The body of `PUT /v1/breakpoints`: one owner's whole set in one file (empty: clear it). */
 export interface FileBreakpoints {
   path: string;
+  /** Whose points these are; the PUT replaces only that owner's (absent: "api"). */
+  owner?: string;
   /** The workspace folder holding the file, so workers with another checkout location match by relative path. */
   root?: string;
   breakpoints: BreakpointSpec[];
 }
 
-/** The answer of `PUT /v1/breakpoints`. */
+/** The answer of `PUT /v1/breakpoints`: the owner's points in the file, as now set. */
 export interface FileBreakpointsReply {
   path: string;
+  owner?: string;
   breakpoints: ClusterBreakpoint[];
+}
+
+/** One parsed event of the broker's stream (`workers`, `breakpoints`, `log`, `snapshot`, `crash`, ...). */
+export interface StreamEvent {
+  event: string;
+  data: unknown;
 }
 
 /** Which workers a cluster command acts on; both absent: every paused one. */

@@ -1,18 +1,32 @@
 // What the editor knows about the cluster now: connection status, workers,
-// nodes. The connection service writes it; views only read it and listen.
+// nodes. It listens to the broker connection; views only read it and listen.
+// It never asks the broker anything itself.
 import * as vscode from "vscode";
+import type { BrokerConnectionService, ConnectionStatus } from "../broker/brokerConnection";
 import { NodeInfo, WorkerInfo } from "../broker/types";
 
-export type ConnectionStatus = "disconnected" | "connecting" | "connected" | "reconnecting";
+export type { ConnectionStatus };
+
+/** The parts of the connection the state listens to. */
+export type ClusterFeed = Pick<BrokerConnectionService, "onDidChangeStatus" | "onDidReceiveWorkers" | "onDidReceiveNodes">;
 
 export class ClusterState implements vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChange = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [this.changed];
 
   private _status: ConnectionStatus = "disconnected";
   private _workers: WorkerInfo[] = [];
   private _nodes: NodeInfo[] = [];
   private _brokerUrl: string | undefined;
+
+  constructor(feed: ClusterFeed) {
+    this.disposables.push(
+      feed.onDidChangeStatus(({ status, url }) => this.setStatus(status, url)),
+      feed.onDidReceiveWorkers((workers) => this.setWorkers(workers)),
+      feed.onDidReceiveNodes((nodes) => this.setNodes(nodes)),
+    );
+  }
 
   get status(): ConnectionStatus {
     return this._status;
@@ -27,7 +41,7 @@ export class ClusterState implements vscode.Disposable {
     return this._brokerUrl;
   }
 
-  setStatus(status: ConnectionStatus, brokerUrl?: string): void {
+  private setStatus(status: ConnectionStatus, brokerUrl: string | undefined): void {
     this._status = status;
     if (brokerUrl !== undefined) {
       this._brokerUrl = brokerUrl;
@@ -39,17 +53,19 @@ export class ClusterState implements vscode.Disposable {
     this.changed.fire();
   }
 
-  setWorkers(workers: WorkerInfo[]): void {
+  private setWorkers(workers: WorkerInfo[]): void {
     this._workers = workers;
     this.changed.fire();
   }
 
-  setNodes(nodes: NodeInfo[]): void {
+  private setNodes(nodes: NodeInfo[]): void {
     this._nodes = nodes;
     this.changed.fire();
   }
 
   dispose(): void {
-    this.changed.dispose();
+    for (const d of this.disposables) {
+      d.dispose();
+    }
   }
 }

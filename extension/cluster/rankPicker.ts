@@ -1,7 +1,7 @@
 // Asks which ranks a command acts on: a multi-pick of the ranks the cluster has
 // now, or, when no worker has a rank yet, a typed list like "0,2-3".
 import * as vscode from "vscode";
-import { formatRanks, parseRanks } from "../debug/rankScope";
+import { formatRanks, parseRanks } from "../common/ranks";
 import { ClusterState } from "./clusterState";
 import { liveRanks, rankDescription } from "./workerGrouping";
 import { WorkerInfo } from "../broker/types";

@@ -3,21 +3,7 @@ import * as vscode from "vscode";
 import { Commands } from "../constants";
 import { createStatusBarItem } from "../common/vscodeapi";
 import { ClusterState } from "./clusterState";
-
-export function statusText(state: Pick<ClusterState, "status" | "workers">): string {
-  switch (state.status) {
-    case "connected": {
-      const n = state.workers.filter((w) => w.state !== "exited").length; // the live ones
-      return `Ray: ${n} worker${n === 1 ? "" : "s"}`;
-    }
-    case "connecting":
-      return "Ray: connecting…";
-    case "reconnecting":
-      return "Ray: reconnecting…";
-    case "disconnected":
-      return "Ray: disconnected";
-  }
-}
+import { statusText } from "./statusText";
 
 export class ClusterStatusBar implements vscode.Disposable {
   readonly item: vscode.StatusBarItem;

@@ -1,6 +1,6 @@
-// Pure shaping of the worker list for the Cluster view: nodes → actor-class
-// groups ("tasks" / "idle" for plain workers) → workers, plus the text each
-// worker item shows. No vscode import, so it is tested without a window.
+// Pure shaping of the worker list for the Cluster view and the pickers: nodes →
+// actor-class groups ("tasks" / "idle" for plain workers) → workers, the text
+// each worker item shows, the rank and worker pick rows. No vscode import, so it is tested without a window.
 import * as path from "path";
 import { NodeInfo, WorkerInfo } from "../broker/types";
 
@@ -220,4 +220,34 @@ export function rankDescription(r: RankSummary): string {
   const classes = [...new Set(r.workers.map((w) => w.actor_class ?? w.task ?? "task"))];
   const paused = r.workers.filter((w) => w.state === "paused").length;
   return [classes.join(", "), r.workers.length > 1 ? `${r.workers.length} workers` : "", paused ? `${paused} paused` : ""].filter(Boolean).join(" · ");
+}
+
+/** Workers a session can attach to: an agent inside and not gone. */
+export function attachable(w: WorkerInfo): boolean {
+  return w.agent && w.state !== "exited";
+}
+
+export interface WorkerPickItem {
+  label: string;
+  description: string;
+  detail: string;
+  workerId: string;
+}
+
+/** Quick-pick rows for raySleuth.pickWorker: paused workers first, then by rank and pid. */
+export function workerPickItems(workers: readonly WorkerInfo[]): WorkerPickItem[] {
+  return workers
+    .filter(attachable)
+    .sort(
+      (a, b) =>
+        Number(b.state === "paused") - Number(a.state === "paused") ||
+        (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) ||
+        a.pid - b.pid,
+    )
+    .map((w) => ({
+      label: workerLabel(w),
+      description: workerDescription(w),
+      detail: `node ${w.node_ip} · job ${w.job_id ?? "-"} · worker ${w.id.slice(0, 12)}`,
+      workerId: w.id,
+    }));
 }

@@ -1,7 +1,20 @@
 // A thin seam over the parts of the vscode API that show things or read
-// settings, so tests can stub them. No logic lives here.
+// settings, so tests can stub them. No logic lives here. A message that
+// cannot be shown is logged, never lost: callers may fire and forget.
 import * as vscode from "vscode";
 import { SETTINGS_SECTION } from "../constants";
+import { swallow } from "./log";
+
+/** The same Thenable, except that a failure is logged and becomes undefined. */
+function logged<T>(what: string, p: Thenable<T>): Thenable<T | undefined> {
+  return p.then(
+    (v) => v,
+    (e: unknown) => {
+      swallow(what, e);
+      return undefined;
+    },
+  );
+}
 
 export function getSetting<T>(key: string, fallback: T): T {
   return vscode.workspace.getConfiguration(SETTINGS_SECTION).get<T>(key, fallback);
@@ -17,15 +30,15 @@ export function onDidChangeSettings(keys: readonly string[], listener: () => voi
 }
 
 export function showErrorMessage<T extends string>(message: string, ...actions: T[]): Thenable<T | undefined> {
-  return vscode.window.showErrorMessage(message, ...actions);
+  return logged(`Showing the error "${message}" failed`, vscode.window.showErrorMessage(message, ...actions));
 }
 
 export function showWarningMessage<T extends string>(message: string, ...actions: T[]): Thenable<T | undefined> {
-  return vscode.window.showWarningMessage(message, ...actions);
+  return logged(`Showing the warning "${message}" failed`, vscode.window.showWarningMessage(message, ...actions));
 }
 
 export function showInformationMessage<T extends string>(message: string, ...actions: T[]): Thenable<T | undefined> {
-  return vscode.window.showInformationMessage(message, ...actions);
+  return logged(`Showing the message "${message}" failed`, vscode.window.showInformationMessage(message, ...actions));
 }
 
 export function registerCommand(id: string, fn: (...args: unknown[]) => unknown): vscode.Disposable {
@@ -37,11 +50,11 @@ export function executeCommand<T = unknown>(id: string, ...args: unknown[]): The
 }
 
 export function setContext(key: string, value: unknown): Thenable<unknown> {
-  return vscode.commands.executeCommand("setContext", key, value);
+  return logged(`Setting the context key ${key} failed`, vscode.commands.executeCommand("setContext", key, value));
 }
 
 export function openSettings(query: string): Thenable<unknown> {
-  return vscode.commands.executeCommand("workbench.action.openSettings", query);
+  return logged("Opening the settings failed", vscode.commands.executeCommand("workbench.action.openSettings", query));
 }
 
 export function getExtension<T>(id: string): vscode.Extension<T> | undefined {

@@ -1,8 +1,8 @@
 // Pure shaping of "raysleuth" debug configurations: what a worker session is
-// called, which worker a config means, the quick-pick rows, path mappings and
-// the DAP address. No vscode import, so it is tested without a window.
+// called, which worker a config means, session keys, path mappings and the DAP
+// address. No vscode import, so it is tested without a window.
 import { WorkerInfo } from "../broker/types";
-import { workerDescription, workerLabel } from "../cluster/workerGrouping";
+import { attachable, workerLabel } from "../cluster/workerGrouping";
 
 export interface PathMapping {
   localRoot: string;
@@ -32,39 +32,9 @@ export interface SleuthAttachConfig {
   [key: string]: unknown;
 }
 
-/** Workers a session can attach to: an agent inside and not gone. */
-export function attachable(w: WorkerInfo): boolean {
-  return w.agent && w.state !== "exited";
-}
-
 /** The session's name: the worker's label, e.g. "rank 2 · Learner · pid 4242". */
 export function sessionName(w: WorkerInfo): string {
   return workerLabel(w);
-}
-
-export interface WorkerPickItem {
-  label: string;
-  description: string;
-  detail: string;
-  workerId: string;
-}
-
-/** Quick-pick rows for raySleuth.pickWorker: paused workers first, then by rank and pid. */
-export function workerPickItems(workers: readonly WorkerInfo[]): WorkerPickItem[] {
-  return workers
-    .filter(attachable)
-    .sort(
-      (a, b) =>
-        Number(b.state === "paused") - Number(a.state === "paused") ||
-        (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) ||
-        a.pid - b.pid,
-    )
-    .map((w) => ({
-      label: workerLabel(w),
-      description: workerDescription(w),
-      detail: `node ${w.node_ip} · job ${w.job_id ?? "-"} · worker ${w.id.slice(0, 12)}`,
-      workerId: w.id,
-    }));
 }
 
 /**

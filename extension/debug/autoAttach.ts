@@ -8,7 +8,7 @@ import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { WorkerInfo } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
-import { attachable } from "./attachConfig";
+import { attachable } from "../cluster/workerGrouping";
 import { WorkerSessionService } from "./workerSessions";
 
 /** Names one pause: the worker and where and why it stopped. */

@@ -1,73 +1,52 @@
 // The in-process debug adapter of the one "Ray cluster" parent session: a
 // container the worker sessions hang under in the Call Stack view. It debugs
 // nothing and never talks to the broker; it must never fail a request it knows.
-import * as vscode from "vscode";
+// No vscode import: @vscode/debugadapter's DebugSession speaks the protocol.
+import { DebugSession, Response, TerminatedEvent } from "@vscode/debugadapter";
+import type { DebugProtocol } from "@vscode/debugprotocol";
 
-interface DapRequest {
-  seq: number;
-  type: "request";
-  command: string;
-  arguments?: unknown;
-}
+/** The requests this session answers; any other one needs a worker session. */
+const KNOWN = new Set(["initialize", "attach", "launch", "configurationDone", "threads", "terminate", "disconnect"]);
 
-export class ClusterSessionAdapter implements vscode.DebugAdapter {
-  private readonly sent = new vscode.EventEmitter<vscode.DebugProtocolMessage>();
-  readonly onDidSendMessage = this.sent.event;
-  private seq = 1;
-
+export class ClusterSessionAdapter extends DebugSession {
   toString(): string {
     return "ClusterSessionAdapter";
   }
 
-  handleMessage(message: vscode.DebugProtocolMessage): void {
-    const msg = message as Partial<DapRequest>;
-    if (msg.type !== "request" || typeof msg.command !== "string") {
+  protected dispatchRequest(request: DebugProtocol.Request): void {
+    if (KNOWN.has(request.command)) {
+      super.dispatchRequest(request);
       return;
     }
-    const request = msg as DapRequest;
-    switch (request.command) {
-      case "initialize":
-        // No `initialized` event follows on purpose: this session takes no
-        // breakpoints (the worker sessions do), so VS Code sends it none.
-        this.respond(request, { supportsConfigurationDoneRequest: true, supportsTerminateRequest: true });
-        return;
-      case "attach":
-      case "launch":
-      case "configurationDone":
-        this.respond(request);
-        return;
-      case "threads":
-        this.respond(request, { threads: [] });
-        return;
-      case "terminate":
-        this.respond(request);
-        this.event("terminated");
-        return;
-      case "disconnect":
-        this.respond(request);
-        return;
-      default:
-        this.respond(request, undefined, `The Ray cluster session only groups worker sessions: '${request.command}' needs a worker session.`);
-    }
+    const response: DebugProtocol.Response = new Response(request);
+    response.success = false;
+    response.message = `The Ray cluster session only groups worker sessions: '${request.command}' needs a worker session.`;
+    this.sendResponse(response);
   }
 
-  private respond(request: DapRequest, body?: unknown, error?: string): void {
-    this.sent.fire({
-      type: "response",
-      seq: this.seq++,
-      request_seq: request.seq,
-      command: request.command,
-      success: error === undefined,
-      ...(error === undefined ? {} : { message: error }),
-      ...(body === undefined ? {} : { body }),
-    } as vscode.DebugProtocolMessage);
+  protected initializeRequest(response: DebugProtocol.InitializeResponse, _args: DebugProtocol.InitializeRequestArguments): void {
+    // No `initialized` event follows on purpose: this session takes no
+    // breakpoints (the worker sessions do), so VS Code sends it none.
+    response.body = { supportsConfigurationDoneRequest: true, supportsTerminateRequest: true };
+    this.sendResponse(response);
   }
 
-  private event(event: string, body?: unknown): void {
-    this.sent.fire({ type: "event", seq: this.seq++, event, ...(body === undefined ? {} : { body }) } as vscode.DebugProtocolMessage);
+  protected threadsRequest(response: DebugProtocol.ThreadsResponse): void {
+    response.body = { threads: [] };
+    this.sendResponse(response);
   }
 
-  dispose(): void {
-    this.sent.dispose();
+  protected terminateRequest(response: DebugProtocol.TerminateResponse, _args: DebugProtocol.TerminateArguments): void {
+    this.sendResponse(response);
+    this.sendEvent(new TerminatedEvent());
+  }
+
+  protected disconnectRequest(response: DebugProtocol.DisconnectResponse, _args: DebugProtocol.DisconnectArguments): void {
+    this.sendResponse(response); // the base class would shut down, see shutdown()
+  }
+
+  /** The base class ends the process when no one listens (it expects to be an adapter process of its own): never here, inside the extension host. */
+  shutdown(): void {
+    // Nothing to end: the session lives in the extension host's process.
   }
 }

@@ -5,16 +5,10 @@ import * as vscode from "vscode";
 import { Commands, DEBUG_TYPE, Settings } from "../constants";
 import { log } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
-import { BrokerClient } from "../broker/brokerClient";
+import type { BrokerAccess } from "../broker/brokerConnection";
 import { ClusterState } from "../cluster/clusterState";
 import { hasTarget, mergePathMappings, parseDapAddress, sessionKey, sessionName, SleuthAttachConfig, targetWorker } from "./attachConfig";
 import { WorkerSessionService } from "./workerSessions";
-
-/** How the provider reaches the broker: the connection service, or a stand-in in tests. */
-export interface BrokerAccess {
-  /** The connected client, connecting first (and telling the user on failure) when there is none. */
-  client(): Promise<BrokerClient | undefined>;
-}
 
 export class SleuthDebugConfigurationProvider implements vscode.DebugConfigurationProvider {
   constructor(
@@ -61,7 +55,7 @@ export class SleuthDebugConfigurationProvider implements vscode.DebugConfigurati
     if (typeof rank === "string" && /^\d+$/.test(rank)) {
       config.rank = Number(rank); // "${input:rank}" gives text
     }
-    const client = await this.broker.client();
+    const client = await this.broker.ensureClient();
     if (!client) {
       return undefined; // the connection has told the user why
     }

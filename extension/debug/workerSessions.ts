@@ -7,11 +7,17 @@ import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { WorkerInfo } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
-import type { ClusterTreeNode } from "../cluster/workerTreeProvider";
-import { attachable, sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
+import { attachable } from "../cluster/workerGrouping";
+import { sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
 
-/** What raySleuth.attachWorker accepts: a tree item's node (a click), a worker, a worker id, or nothing (pick). */
-export type AttachTarget = ClusterTreeNode | WorkerInfo | string | undefined;
+/** A Cluster view element as a command gets it (the view's own type stays with the view). */
+export interface TreeElement {
+  kind: string;
+  worker?: WorkerInfo;
+}
+
+/** What raySleuth.attachWorker accepts: a tree item's element (a click), a worker, a worker id, or nothing (pick). */
+export type AttachTarget = TreeElement | WorkerInfo | string | undefined;
 
 export class WorkerSessionService implements vscode.Disposable {
   private parent: vscode.DebugSession | undefined;
@@ -108,7 +114,8 @@ export class WorkerSessionService implements vscode.Disposable {
       return this.state.workers.find((w) => w.id === target);
     }
     if (target && "kind" in target) {
-      return target.kind === "worker" ? (this.state.workers.find((w) => w.id === target.worker.id) ?? target.worker) : undefined;
+      const w = target.kind === "worker" ? target.worker : undefined;
+      return w ? (this.state.workers.find((x) => x.id === w.id) ?? w) : undefined;
     }
     return target ? (this.state.workers.find((w) => w.id === target.id) ?? target) : undefined;
   }

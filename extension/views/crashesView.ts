@@ -8,7 +8,6 @@ import { CRASHES_VIEW_ID, Commands, DEBUG_TYPE } from "../constants";
 import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
-import { BrokerAccess } from "../debug/configurationProvider";
 
 /** At most one notification of a crash not held for an attach per this many ms. */
 const NOTIFY_EVERY_MS = 10_000;
@@ -47,10 +46,7 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   private unnotified = 0;
   private lastNotified = 0;
 
-  constructor(
-    private readonly broker: BrokerAccess,
-    private readonly connection: BrokerConnectionService,
-  ) {
+  constructor(private readonly connection: BrokerConnectionService) {
     this.treeView = vsapi.createTreeView<CrashSummary>(CRASHES_VIEW_ID, { treeDataProvider: this });
     this.disposables.push(
       this.treeView,
@@ -61,7 +57,9 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
           return;
         }
         const c = e.data as CrashSummary;
-        void this.refresh().then(() => this.notify(c));
+        this.refresh()
+          .then(() => this.notify(c))
+          .catch((err: unknown) => swallow(`Showing crash ${c.id} failed`, err));
       }),
     );
   }
@@ -105,7 +103,7 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
       return undefined;
     }
     const c = this.crashes.find((x) => x.id === id);
-    if (!(await this.broker.client())) {
+    if (!(await this.connection.ensureClient())) {
       return undefined;
     }
     const name = `crash · ${c ? crashLabel(c) : id}`;

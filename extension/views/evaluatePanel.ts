@@ -4,30 +4,11 @@
 import * as vscode from "vscode";
 import { log } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
-import type { BrokerAccess } from "../debug/configurationProvider";
-import { cell, escapeHtml, page } from "./html";
+import type { BrokerAccess } from "../broker/brokerConnection";
+import { evaluateHtml } from "./html";
 import { EvaluateRow, evaluateRows } from "./resultTables";
 
 export const EVALUATE_VIEW_TYPE = "raySleuth.evaluate";
-
-/** The panel's HTML for one expression's rows. */
-export function evaluateHtml(expression: string, rows: readonly EvaluateRow[]): string {
-  const differing = rows.filter((r) => r.differs).length;
-  const meta = rows.length
-    ? `${rows.length} paused worker${rows.length === 1 ? "" : "s"}${differing ? ` · ${differing} differ${differing === 1 ? "s" : ""} from the others` : " · all agree"}`
-    : "No worker is paused.";
-  const body = rows
-    .map((r) => {
-      const cls = [...(r.isError ? ["error"] : []), ...(r.differs ? ["differs"] : [])];
-      return `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(r.text, cls, 2000)}</tr>`;
-    })
-    .join("\n");
-  return page(
-    `Evaluate ${expression}`,
-    `<h2><code>${escapeHtml(expression)}</code> on every paused rank</h2><div class="meta">${escapeHtml(meta)}</div>` +
-      (rows.length ? `<table><thead><tr><th>rank</th><th>worker</th><th>value</th></tr></thead><tbody>${body}</tbody></table>` : ""),
-  );
-}
 
 export class EvaluateService implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
@@ -38,7 +19,7 @@ export class EvaluateService implements vscode.Disposable {
 
   /** Evaluates and shows the table; undefined when the broker could not be asked (already told). */
   async evaluate(expression: string, ranks?: number[]): Promise<EvaluateRow[] | undefined> {
-    const client = await this.broker.client();
+    const client = await this.broker.ensureClient();
     if (!client) {
       return undefined;
     }

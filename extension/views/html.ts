@@ -1,5 +1,7 @@
-// Builds the static HTML of the result panels: escaping, one stylesheet on the
-// theme's colours, a CSP that allows no script. Pure text, no vscode import.
+// Builds the static HTML of the result panels (Evaluate, Capture Here):
+// escaping, one stylesheet on the theme's colours, a CSP that allows no script.
+// Pure text, no vscode import.
+import { EvaluateRow, SnapshotTable } from "./resultTables";
 
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
@@ -31,4 +33,45 @@ export function page(title: string, body: string): string {
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline';">
 <title>${escapeHtml(title)}</title><style>${STYLE}</style></head>
 <body>${body}</body></html>`;
+}
+
+/** The panel's HTML for one expression's rows. */
+export function evaluateHtml(expression: string, rows: readonly EvaluateRow[]): string {
+  const differing = rows.filter((r) => r.differs).length;
+  const meta = rows.length
+    ? `${rows.length} paused worker${rows.length === 1 ? "" : "s"}${differing ? ` · ${differing} differ${differing === 1 ? "s" : ""} from the others` : " · all agree"}`
+    : "No worker is paused.";
+  const body = rows
+    .map((r) => {
+      const cls = [...(r.isError ? ["error"] : []), ...(r.differs ? ["differs"] : [])];
+      return `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(r.text, cls, 2000)}</tr>`;
+    })
+    .join("\n");
+  return page(
+    `Evaluate ${expression}`,
+    `<h2><code>${escapeHtml(expression)}</code> on every paused rank</h2><div class="meta">${escapeHtml(meta)}</div>` +
+      (rows.length ? `<table><thead><tr><th>rank</th><th>worker</th><th>value</th></tr></thead><tbody>${body}</tbody></table>` : ""),
+  );
+}
+
+function timeText(t: number | string): string {
+  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
+  return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(11, 23);
+}
+
+/** The panel's HTML for one snapshot point. */
+export function snapshotHtml(title: string, table: SnapshotTable): string {
+  const meta = table.rows.length
+    ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks`
+    : "Waiting for a worker to pass the line…";
+  const head = `<tr><th>rank</th><th>worker</th><th>time</th><th>where</th>${table.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join("")}</tr>`;
+  const body = table.rows
+    .map(
+      (r) =>
+        `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(timeText(r.time))}${cell(r.where)}` +
+        r.cells.map((v, j) => cell(v ?? "—", [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])])).join("") +
+        `</tr>`,
+    )
+    .join("\n");
+  return page(title, `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div><table><thead>${head}</thead><tbody>${body}</tbody></table>`);
 }

@@ -10,34 +10,11 @@ import { BrokerConnectionService } from "../broker/brokerConnection";
 import { SnapshotEvent, SnapshotRequest, SnapshotRow } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
 import { pickRanks } from "../cluster/rankPicker";
-import type { BrokerAccess } from "../debug/configurationProvider";
-import { formatRanks } from "../debug/rankScope";
-import { cell, escapeHtml, page } from "./html";
+import { formatRanks } from "../common/ranks";
+import { snapshotHtml } from "./html";
 import { SnapshotTable, snapshotRowKey, snapshotTable } from "./resultTables";
 
 export const SNAPSHOT_VIEW_TYPE = "raySleuth.snapshot";
-
-function timeText(t: number | string): string {
-  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
-  return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(11, 23);
-}
-
-/** The panel's HTML for one snapshot point. */
-export function snapshotHtml(title: string, table: SnapshotTable): string {
-  const meta = table.rows.length
-    ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks`
-    : "Waiting for a worker to pass the line…";
-  const head = `<tr><th>rank</th><th>worker</th><th>time</th><th>where</th>${table.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join("")}</tr>`;
-  const body = table.rows
-    .map(
-      (r) =>
-        `<tr>${cell(r.rank === null ? "-" : String(r.rank))}${cell(r.worker.slice(0, 12))}${cell(timeText(r.time))}${cell(r.where)}` +
-        r.cells.map((v, j) => cell(v ?? "—", [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])])).join("") +
-        `</tr>`,
-    )
-    .join("\n");
-  return page(title, `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div><table><thead>${head}</thead><tbody>${body}</tbody></table>`);
-}
 
 /** One snapshot point's rows and its panel. */
 export class SnapshotView implements vscode.Disposable {
@@ -116,7 +93,6 @@ export class SnapshotService implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
-    private readonly broker: BrokerAccess,
     private readonly connection: BrokerConnectionService,
     private readonly state: ClusterState,
   ) {
@@ -142,7 +118,7 @@ export class SnapshotService implements vscode.Disposable {
 
   /** Starts a snapshot point and opens its view; undefined when the broker refused (already told). */
   async capture(request: SnapshotRequest): Promise<SnapshotView | undefined> {
-    const client = await this.broker.client();
+    const client = await this.connection.ensureClient();
     if (!client) {
       return undefined;
     }

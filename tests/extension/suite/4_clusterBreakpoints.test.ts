@@ -13,8 +13,8 @@ import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { ClusterBreakpoint, WorkerInfo } from "../../../extension/broker/types";
 import { Commands, EXTENSION_ID } from "../../../extension/constants";
 import type { SleuthAttachConfig } from "../../../extension/debug/attachConfig";
-import type { MirrorNotifier } from "../../../extension/debug/breakpointMirror";
-import { breakpointAt } from "../../../extension/debug/rankBreakpoints";
+import type { MirrorNotifier } from "../../../extension/breakpoints/breakpointMirror";
+import { breakpointAt } from "../../../extension/breakpoints/rankBreakpoints";
 import { DapMessage, activateExtension, demoBroker, trackDapMessages, waitFor } from "./helpers";
 
 

@@ -1,13 +1,14 @@
-// What the broker says the cluster breakpoint set is now (scope, armed count per
-// breakpoint): fetched on connect, replaced by every `breakpoints` stream event
-// and by the answers to the mirror's PUTs. Read by the line decorations.
+// What the broker says the cluster breakpoint set is now, every owner's (scope,
+// armed count and owner per breakpoint): fetched on connect, replaced by every
+// `breakpoints` stream event and by the answers to the mirror's PUTs. Read by
+// the line decorations. Never sends anything.
 import * as path from "path";
 import * as vscode from "vscode";
 import { log } from "../common/log";
-import { BrokerClient, BrokerError } from "../broker/brokerClient";
+import { BrokerClient } from "../broker/brokerClient";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { ClusterBreakpoint } from "../broker/types";
-import { ClusterState } from "../cluster/clusterState";
+import { isOwnedBy } from "./annotations";
 
 export class ClusterBreakpointStore implements vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();
@@ -15,13 +16,10 @@ export class ClusterBreakpointStore implements vscode.Disposable {
   private _breakpoints: ClusterBreakpoint[] = [];
   private readonly disposables: vscode.Disposable[] = [this.changed];
 
-  constructor(
-    private readonly connection: BrokerConnectionService,
-    state: ClusterState,
-  ) {
+  constructor(private readonly connection: BrokerConnectionService) {
     this.disposables.push(
-      state.onDidChange(() => {
-        if (state.status === "disconnected" && this._breakpoints.length) {
+      connection.onDidChangeStatus(({ status }) => {
+        if (status === "disconnected" && this._breakpoints.length) {
           this.set([]); // nothing is armed that this window can know of
         }
       }),
@@ -53,10 +51,10 @@ export class ClusterBreakpointStore implements vscode.Disposable {
     this.changed.fire();
   }
 
-  /** One file's set as a PUT answered it (the stream event may come later). */
-  replaceFile(fsPath: string, breakpoints: ClusterBreakpoint[]): void {
+  /** One owner's points in one file as a PUT answered them (the stream event may come later); other owners' stay. */
+  replaceOwned(fsPath: string, owner: string, breakpoints: ClusterBreakpoint[]): void {
     const want = path.normalize(fsPath);
-    this.set([...this._breakpoints.filter((b) => path.normalize(b.path) !== want), ...breakpoints]);
+    this.set([...this._breakpoints.filter((b) => path.normalize(b.path) !== want || !isOwnedBy(b, owner)), ...breakpoints]);
   }
 
   private async fetch(client: BrokerClient): Promise<void> {
@@ -67,8 +65,7 @@ export class ClusterBreakpointStore implements vscode.Disposable {
       }
     } catch (err) {
       // A broker without cluster breakpoints (404) is told once by the mirror's PUT.
-      const e = err as BrokerError;
-      log.warn(`Fetching the cluster breakpoints failed: ${e.message ?? String(err)}`);
+      log.warn(`Fetching the cluster breakpoints failed: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
 

@@ -2,7 +2,8 @@
 // which worker a config means, path mappings, the DAP address. No broker.
 import * as assert from "assert";
 import { WorkerInfo } from "../../../extension/broker/types";
-import { mergePathMappings, parseDapAddress, sessionKey, targetWorker, workerPickItems } from "../../../extension/debug/attachConfig";
+import { mergePathMappings, parseDapAddress, sessionKey, targetWorker } from "../../../extension/debug/attachConfig";
+import { workerPickItems } from "../../../extension/cluster/workerGrouping";
 
 let nextPid = 4000;
 function worker(over: Partial<WorkerInfo>): WorkerInfo {

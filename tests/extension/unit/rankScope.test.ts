@@ -1,18 +1,12 @@
 // The scope-prefix editing of breakpoint conditions and the texts shown next to
-// a cluster breakpoint, on plain strings. No broker, no window.
+// a cluster breakpoint, on plain strings. No broker, no window (plain mocha).
 import * as assert from "assert";
 import { WorkerInfo } from "../../../extension/broker/types";
 import { liveRanks, rankDescription } from "../../../extension/cluster/workerGrouping";
-import {
-  breakpointLineText,
-  formatRanks,
-  parseRanks,
-  rankScopeOf,
-  scopeLabel,
-  setRankScope,
-  splitCondition,
-} from "../../../extension/debug/rankScope";
-import { logpointText } from "../../../extension/debug/logpoints";
+import { formatRanks, parseRanks } from "../../../extension/common/ranks";
+import { rankScopeOf, setRankScope, splitCondition } from "../../../extension/breakpoints/rankScope";
+import { breakpointLineText, scopeLabel } from "../../../extension/breakpoints/annotations";
+import { logpointText } from "../../../extension/breakpoints/logpointText";
 
 describe("Rank scope prefixes", () => {
   it("writes [rank 0,2] in front of a plain condition and creates a condition when there was none", () => {

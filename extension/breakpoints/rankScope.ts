@@ -1,7 +1,9 @@
-// Pure editing of the scope prefix of a breakpoint condition, e.g.
-// "[rank 0,2-3] step % 100 == 0" (ARCHITECTURE.md, "Rank scope in the editor"),
-// and the short texts shown next to a cluster breakpoint. No vscode import.
+// Pure reading and editing of the scope prefix of a breakpoint condition, e.g.
+// "[rank 0,2-3] step % 100 == 0" (ARCHITECTURE.md, "Rank scope in the editor").
+// No vscode import.
 // The broker is the one that validates a condition: this only rewrites prefixes.
+// Its cases are shared with the Python parser: tests/scope_cases.json.
+import { formatRanks, parseRanks } from "../common/ranks";
 
 export type ScopeKind = "rank" | "node" | "actor";
 
@@ -44,44 +46,6 @@ export function splitCondition(condition: string | null | undefined): SplitCondi
   return { scopes, rest: text.trim() };
 }
 
-/** "0,2-3" → [0, 2, 3]; undefined when the text is not a list of ranks and ranges. */
-export function parseRanks(text: string): number[] | undefined {
-  const out = new Set<number>();
-  for (const part of text.replace(/\s+/g, "").split(",")) {
-    if (!part) {
-      continue;
-    }
-    const m = /^(\d+)(?:-(\d+))?$/.exec(part);
-    if (!m) {
-      return undefined;
-    }
-    const lo = Number(m[1]);
-    const hi = m[2] === undefined ? lo : Number(m[2]);
-    if (hi < lo || hi - lo > 1 << 16) {
-      return undefined;
-    }
-    for (let r = lo; r <= hi; r++) {
-      out.add(r);
-    }
-  }
-  return out.size ? [...out].sort((a, b) => a - b) : undefined;
-}
-
-/** [3, 0, 2] → "0,2-3" (sorted, runs as ranges, duplicates dropped). */
-export function formatRanks(ranks: readonly number[]): string {
-  const items = [...new Set(ranks)].sort((a, b) => a - b);
-  const runs: string[] = [];
-  for (let i = 0; i < items.length; ) {
-    let j = i;
-    while (j + 1 < items.length && items[j + 1] === items[j] + 1) {
-      j++;
-    }
-    runs.push(i === j ? String(items[i]) : `${items[i]}-${items[j]}`);
-    i = j + 1;
-  }
-  return runs.join(",");
-}
-
 /** The ranks a condition's rank scopes admit (several intersect, as the broker does); undefined: no rank scope. */
 export function rankScopeOf(condition: string | null | undefined): number[] | undefined {
   let ranks: number[] | undefined;
@@ -93,6 +57,15 @@ export function rankScopeOf(condition: string | null | undefined): number[] | un
     ranks = ranks === undefined ? r : ranks.filter((x) => r.includes(x));
   }
   return ranks;
+}
+
+/** The names a condition's node or actor scopes list ("[node a,b]" → ["a", "b"]), in order. */
+export function scopeNamesOf(condition: string | null | undefined, kind: "node" | "actor"): string[] {
+  return splitCondition(condition)
+    .scopes.filter((s) => s.kind === kind)
+    .flatMap((s) => s.arg.split(","))
+    .map((n) => n.trim())
+    .filter(Boolean);
 }
 
 /**
@@ -108,26 +81,4 @@ export function setRankScope(condition: string | null | undefined, ranks: readon
     rest,
   ].filter((p) => p !== "");
   return parts.length ? parts.join(" ") : undefined;
-}
-
-/** The broker's scope text made readable: "rank 0,2-3" → "ranks 0,2-3", null → "all workers". */
-export function scopeLabel(scope: string | null | undefined): string {
-  if (!scope) {
-    return "all workers";
-  }
-  return scope
-    .split(";")
-    .map((p) => p.trim())
-    .filter(Boolean)
-    .map((p) => {
-      const m = /^(rank|node|actor)s?\s+(.*)$/.exec(p);
-      const several = m && (m[1] === "rank" ? /[,-]/ : /,/).test(m[2]);
-      return m && several ? `${m[1]}s ${m[2]}` : p;
-    })
-    .join(" · ");
-}
-
-/** What a cluster breakpoint's line shows after its text, e.g. "  ⟵ ranks 0,2 · armed on 2". */
-export function breakpointLineText(bp: { scope: string | null; armed: number }): string {
-  return `  ⟵ ${scopeLabel(bp.scope)} · armed on ${bp.armed}`;
 }

@@ -1,33 +1,13 @@
 // Shows each cluster breakpoint's scope and armed count at the end of its line
-// ("  ⟵ ranks 0,2 · armed on 2") with a hover, from ClusterBreakpointStore.
+// ("  ⟵ ranks 0,2 · armed on 2"), and the points other owners set ("  ⟵ set
+// from the terminal: [rank 0] …"), with a hover, from ClusterBreakpointStore.
 // Display only: it never changes a breakpoint.
 import * as path from "path";
 import * as vscode from "vscode";
-import { ClusterBreakpoint } from "../broker/types";
+import { LineAnnotation, lineAnnotations } from "./annotations";
 import { ClusterBreakpointStore } from "./clusterBreakpointStore";
-import { breakpointLineText, scopeLabel } from "./rankScope";
 
-export interface LineAnnotation {
-  /** 1-based. */
-  line: number;
-  text: string;
-  hover: string;
-}
-
-/** The hover's markdown for the cluster breakpoints of one line. */
-export function hoverText(bps: readonly ClusterBreakpoint[]): string {
-  return bps
-    .map((bp) => {
-      const rows = [
-        `**Ray Sleuth cluster breakpoint** — ${scopeLabel(bp.scope)}, armed on ${bp.armed} worker${bp.armed === 1 ? "" : "s"}`,
-        bp.condition ? `condition: \`${bp.condition}\`` : "",
-        bp.hitCondition ? `hit count: \`${bp.hitCondition}\`` : "",
-        bp.logMessage ? `logs: \`${bp.logMessage}\`` : "",
-      ];
-      return rows.filter(Boolean).join("  \n");
-    })
-    .join("\n\n---\n\n");
-}
+export type { LineAnnotation };
 
 export class BreakpointDecorations implements vscode.Disposable {
   private readonly type = vscode.window.createTextEditorDecorationType({
@@ -36,7 +16,11 @@ export class BreakpointDecorations implements vscode.Disposable {
   });
   private readonly disposables: vscode.Disposable[] = [this.type];
 
-  constructor(private readonly store: ClusterBreakpointStore) {
+  constructor(
+    private readonly store: ClusterBreakpointStore,
+    /** This window's owner name: its points are the editor's, every other owner's are shown as "set from …". */
+    private readonly owner: string,
+  ) {
     this.disposables.push(
       store.onDidChange(() => this.refresh()),
       vscode.window.onDidChangeVisibleTextEditors(() => this.refresh()),
@@ -52,17 +36,7 @@ export class BreakpointDecorations implements vscode.Disposable {
 
   /** What the lines of a file show now, one entry per line (tests read this). */
   annotations(fsPath: string): LineAnnotation[] {
-    const byLine = new Map<number, ClusterBreakpoint[]>();
-    for (const bp of this.store.forFile(fsPath)) {
-      byLine.set(bp.line, [...(byLine.get(bp.line) ?? []), bp]);
-    }
-    return [...byLine]
-      .sort(([a], [b]) => a - b)
-      .map(([line, bps]) => ({
-        line,
-        text: bps.length === 1 ? breakpointLineText(bps[0]) : breakpointLineText({ scope: bps.map((b) => b.scope ?? "all").join("; "), armed: Math.max(...bps.map((b) => b.armed)) }),
-        hover: hoverText(bps),
-      }));
+    return lineAnnotations(this.store.forFile(fsPath), this.owner);
   }
 
   private refresh(): void {

@@ -5,15 +5,10 @@ import * as vscode from "vscode";
 import { DEBUG_TYPE, LOGPOINT_CHANNEL_NAME } from "../constants";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { LogpointLine } from "../broker/types";
-import { WorkerSessionService } from "./workerSessions";
+import { WorkerSessionService } from "../debug/workerSessions";
+import { logpointText } from "./logpointText";
 
 const KEEP_RECENT = 1000;
-
-/** "[rank 3] loss=0.25"; a worker without a rank is named by its id. */
-export function logpointText(l: Pick<LogpointLine, "rank" | "worker" | "message" | "error">): string {
-  const who = l.rank === null || l.rank === undefined ? `worker ${String(l.worker).slice(0, 8)}` : `rank ${l.rank}`;
-  return `[${who}] ${l.error ? "logpoint failed: " : ""}${l.message}`;
-}
 
 export class LogpointService implements vscode.Disposable {
   readonly channel: vscode.OutputChannel;

@@ -4,9 +4,9 @@ import * as vsapi from "../common/vscodeapi";
 import { log } from "../common/log";
 import { ClusterState } from "../cluster/clusterState";
 import { pickRanks } from "../cluster/rankPicker";
-import { formatRanks } from "./rankScope";
+import { formatRanks } from "../common/ranks";
 import { SkippedWorker } from "../broker/types";
-import type { BrokerAccess } from "./configurationProvider";
+import type { BrokerAccess } from "../broker/brokerConnection";
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -30,7 +30,7 @@ export class ClusterControlService {
 
   /** Lets every paused worker run on; returns the ids the broker continued. */
   async continueAll(): Promise<string[] | undefined> {
-    const client = await this.broker.client();
+    const client = await this.broker.ensureClient();
     if (!client) {
       return undefined;
     }
@@ -53,7 +53,7 @@ export class ClusterControlService {
 
   /** Stops the workers of the given ranks (asked when not given); returns the ids the broker paused. */
   async pauseRanks(ranks?: number[]): Promise<string[] | undefined> {
-    const client = await this.broker.client();
+    const client = await this.broker.ensureClient();
     if (!client) {
       return undefined;
     }

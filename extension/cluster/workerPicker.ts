@@ -1,9 +1,9 @@
 // raySleuth.pickWorker: a quick pick of the live workers; returns the chosen
 // worker's id (what "${command:raySleuth.pickWorker}" puts into a launch config).
 import * as vscode from "vscode";
-import { ClusterState } from "../cluster/clusterState";
+import { ClusterState } from "./clusterState";
 import * as vsapi from "../common/vscodeapi";
-import { workerPickItems } from "./attachConfig";
+import { workerPickItems } from "./workerGrouping";
 
 export async function pickWorker(state: ClusterState, ensureConnected: () => Promise<boolean>): Promise<string | undefined> {
   if (state.status !== "connected" && !(await ensureConnected())) {

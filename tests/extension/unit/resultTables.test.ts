@@ -3,7 +3,7 @@
 import * as assert from "assert";
 import { SnapshotRow } from "../../../extension/broker/types";
 import { divergentCells, evaluateRows, snapshotTable } from "../../../extension/views/resultTables";
-import { evaluateHtml } from "../../../extension/views/evaluatePanel";
+import { evaluateHtml } from "../../../extension/views/html";
 
 describe("Cross-rank result tables", () => {
   it("marks the cells that are not the majority's value, none when all agree, all on a tie", () => {

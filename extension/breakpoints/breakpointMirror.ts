@@ -1,8 +1,11 @@
 // Mirrors the editor's Python breakpoints into the broker's cluster set
-// (PUT /v1/breakpoints, one file's whole set per request) so that every worker
-// the scopes select is armed, with or without a debug session (issue #4).
+// (PUT /v1/breakpoints, this window's whole set in one file per request, under
+// its owner name) so that every worker the scopes select is armed, with or
+// without a debug session (issue #4). Points other owners set (the terminal, an
+// HTTP client, another window) are never sent, so never removed, from here.
 // Debounced; one request at a time per file, the last one sent is the editor's
 // latest state; failures are told once, never as a flood.
+import { randomUUID } from "crypto";
 import * as path from "path";
 import * as vscode from "vscode";
 import { Settings } from "../constants";
@@ -15,11 +18,27 @@ import { ClusterBreakpointStore } from "./clusterBreakpointStore";
 
 const DEBOUNCE_MS = 100;
 const MIRRORED_KEY = "raySleuth.mirroredFiles";
+const OWNER_KEY = "raySleuth.breakpointOwner";
 const SHOW_LOG = "Show Log";
 
 /** How a failure reaches the user; replaceable so tests can see what would be shown. */
 export interface MirrorNotifier {
   warn(message: string, ...actions: string[]): Thenable<string | undefined>;
+}
+
+/**
+ * This window's owner name in the cluster set, "vscode:<id>". The id is kept in
+ * the workspace's state, so a reloaded window takes its earlier points back
+ * instead of leaving them behind under a name no one uses (the broker keeps the
+ * set across its restarts); without a memento, the editor session's id.
+ */
+export function editorOwner(memento: vscode.Memento | undefined): string {
+  let id = memento?.get<string>(OWNER_KEY);
+  if (!id) {
+    id = memento ? randomUUID().slice(0, 13) : vscode.env.sessionId.slice(0, 40);
+    memento?.update(OWNER_KEY, id).then(undefined, (e: unknown) => swallow("Saving the breakpoint owner id failed", e));
+  }
+  return `vscode:${id}`;
 }
 
 /** The local file of a Python source breakpoint; undefined for anything else. */
@@ -76,6 +95,8 @@ export class BreakpointMirrorService implements vscode.Disposable {
   constructor(
     private readonly connection: BrokerConnectionService,
     private readonly store: ClusterBreakpointStore,
+    /** This window's owner name ("vscode:<id>", see editorOwner): the PUTs replace only its points. */
+    readonly owner: string,
     private readonly memento?: vscode.Memento,
   ) {
     this.mirrored = new Set(memento?.get<string[]>(MIRRORED_KEY, []) ?? []);
@@ -96,7 +117,7 @@ export class BreakpointMirrorService implements vscode.Disposable {
   }
 
   toString(): string {
-    return `BreakpointMirror[${this.mirrored.size} files]`;
+    return `BreakpointMirror[${this.owner}, ${this.mirrored.size} files]`;
   }
 
   /** Resolves once nothing is waiting to be sent and no PUT is in flight (for tests and the log). */
@@ -155,7 +176,7 @@ export class BreakpointMirrorService implements vscode.Disposable {
     }
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.flush();
+      this.flush().catch((e: unknown) => swallow("Sending the editor's breakpoints failed", e));
     }, DEBOUNCE_MS);
   }
 
@@ -203,13 +224,13 @@ export class BreakpointMirrorService implements vscode.Disposable {
       return;
     }
     const root = vscode.workspace.getWorkspaceFolder(vscode.Uri.file(file))?.uri.fsPath;
-    const body: FileBreakpoints = { path: file, ...(root ? { root } : {}), breakpoints: specs };
+    const body: FileBreakpoints = { path: file, owner: this.owner, ...(root ? { root } : {}), breakpoints: specs };
     try {
       const reply = await client.putBreakpoints(body);
       this.failures.delete(file);
       this.setMirrored(file, specs.length > 0);
       if (client === this.connection.client) {
-        this.store.replaceFile(file, Array.isArray(reply?.breakpoints) ? reply.breakpoints : []);
+        this.store.replaceOwned(file, this.owner, Array.isArray(reply?.breakpoints) ? reply.breakpoints : []);
       }
       log.debug(`Cluster breakpoints of ${file}: ${specs.map((s) => s.line).join(", ") || "none"}`);
     } catch (err) {

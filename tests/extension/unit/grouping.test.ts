@@ -1,10 +1,9 @@
-// The Cluster view's shaping logic and the SSE parser, on made-up data: no
-// broker needed, but run inside the extension host like the rest.
+// The Cluster view's shaping logic on made-up data: no broker, no window
+// (plain mocha).
 import * as assert from "assert";
-import { SseParser } from "../../../extension/broker/brokerClient";
 import { WorkerInfo } from "../../../extension/broker/types";
 import { groupWorkers, nodeDescription, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
-import { statusText } from "../../../extension/cluster/statusBar";
+import { statusText } from "../../../extension/cluster/statusText";
 
 let nextPid = 100;
 function worker(over: Partial<WorkerInfo>): WorkerInfo {
@@ -101,21 +100,5 @@ describe("Worker tree grouping", () => {
     assert.strictEqual(statusText({ status: "connected", workers: [worker({})] }), "Ray: 1 worker");
     assert.strictEqual(statusText({ status: "connected", workers: [worker({}), worker({ state: "exited" })] }), "Ray: 1 worker", "exited workers are not counted");
     assert.strictEqual(statusText({ status: "disconnected", workers: [] }), "Ray: disconnected");
-  });
-});
-
-describe("SSE parser", () => {
-  it("joins chunks split anywhere, CRLF or LF, multi-line data, and skips comments", () => {
-    const got: [string, string][] = [];
-    const p = new SseParser((e, d) => got.push([e, d]));
-    const text = ': keep-alive\r\nevent: workers\r\ndata: [1,\r\ndata: 2]\r\n\r\nevent: crash\ndata: {"id":"x"}\n\ndata: plain\n\n';
-    for (const ch of text) {
-      p.push(ch);
-    }
-    assert.deepStrictEqual(got, [
-      ["workers", "[1,\n2]"],
-      ["crash", '{"id":"x"}'],
-      ["message", "plain"],
-    ]);
   });
 });

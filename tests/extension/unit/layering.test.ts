@@ -1,0 +1,134 @@
+// The extension's rooms and the direction of their imports (views → services →
+// client), read from the sources: a module that breaks them fails here, with
+// the import that does. Plain mocha, no window.
+import * as assert from "assert";
+import * as fs from "fs";
+import * as path from "path";
+
+const SRC = path.resolve(__dirname, "../../../extension");
+
+/** extension-relative path without ".ts" → the extension-relative modules it imports. */
+function importGraph(): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  const walk = (dir: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(full);
+      } else if (entry.name.endsWith(".ts")) {
+        const text = fs.readFileSync(full, "utf8");
+        const specs = [...text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s+"([^"]+)"/gm)].map((m) => m[1]);
+        const from = path.relative(SRC, full).replace(/\.ts$/, "");
+        graph.set(
+          from,
+          specs.map((s) => (s.startsWith(".") ? path.relative(SRC, path.resolve(path.dirname(full), s)) : s)),
+        );
+      }
+    }
+  };
+  walk(SRC);
+  return graph;
+}
+
+const graph = importGraph();
+const room = (mod: string) => (mod.includes("/") ? mod.split("/")[0] : "(top)");
+
+/** Modules with no vscode import: they run under plain mocha (and are tested there). */
+const PURE = [
+  "broker/brokerClient",
+  "broker/brokerLocator",
+  "broker/brokerProcess",
+  "broker/types",
+  "common/ranks",
+  "cluster/statusText",
+  "cluster/workerGrouping",
+  "debug/attachConfig",
+  "debug/clusterSessionAdapter",
+  "breakpoints/annotations",
+  "breakpoints/logpointText",
+  "breakpoints/rankScope",
+  "views/html",
+  "views/resultTables",
+];
+
+/** What each room may import from the others: views → services → client, never back. */
+const MAY_IMPORT: Record<string, string[]> = {
+  common: ["common", "(top)"],
+  broker: ["broker", "common", "(top)"],
+  cluster: ["cluster", "broker", "common", "(top)"],
+  debug: ["debug", "cluster", "broker", "common", "(top)"],
+  breakpoints: ["breakpoints", "debug", "cluster", "broker", "common", "(top)"],
+  views: ["views", "breakpoints", "debug", "cluster", "broker", "common", "(top)"],
+};
+
+/** Views: only extension.ts builds them; no service holds one. */
+const VIEWS = ["cluster/workerTreeProvider", "cluster/statusBar", "breakpoints/breakpointDecorations", "views/crashesView", "views/evaluatePanel", "views/snapshotPanel"];
+
+describe("Extension rooms", () => {
+  it("finds the sources", () => {
+    assert.ok(graph.size > 20, `${graph.size} modules under ${SRC}`);
+    assert.ok(graph.has("extension"));
+  });
+
+  it("keeps the pure modules free of vscode (plain mocha runs them)", () => {
+    for (const mod of PURE) {
+      const imports = graph.get(mod);
+      assert.ok(imports, `${mod}.ts exists`);
+      assert.ok(!imports.includes("vscode"), `${mod}.ts imports vscode`);
+      for (const dep of imports.filter((d) => graph.has(d))) {
+        assert.ok(PURE.includes(dep) || dep === "constants", `${mod}.ts (pure) imports ${dep}.ts, which is not pure`);
+      }
+    }
+  });
+
+  it("points every import from views to services to the client, never back", () => {
+    const wrong: string[] = [];
+    for (const [mod, imports] of graph) {
+      const allowed = MAY_IMPORT[room(mod)];
+      if (!allowed) {
+        continue; // extension.ts and constants.ts
+      }
+      for (const dep of imports.filter((d) => graph.has(d))) {
+        if (!allowed.includes(room(dep)) || dep === "extension") {
+          wrong.push(`${mod} → ${dep}`);
+        }
+      }
+    }
+    assert.deepStrictEqual(wrong, []);
+  });
+
+  it("builds the views only in extension.ts", () => {
+    const wrong: string[] = [];
+    for (const [mod, imports] of graph) {
+      for (const dep of imports) {
+        if (VIEWS.includes(dep) && mod !== "extension") {
+          wrong.push(`${mod} → ${dep}`);
+        }
+      }
+    }
+    assert.deepStrictEqual(wrong, []);
+  });
+
+  it("has no import cycle", () => {
+    const state = new Map<string, "open" | "done">();
+    const cycles: string[] = [];
+    const visit = (mod: string, stack: string[]) => {
+      if (state.get(mod) === "done") {
+        return;
+      }
+      if (state.get(mod) === "open") {
+        cycles.push([...stack.slice(stack.indexOf(mod)), mod].join(" → "));
+        return;
+      }
+      state.set(mod, "open");
+      for (const dep of (graph.get(mod) ?? []).filter((d) => graph.has(d))) {
+        visit(dep, [...stack, mod]);
+      }
+      state.set(mod, "done");
+    };
+    for (const mod of graph.keys()) {
+      visit(mod, []);
+    }
+    assert.deepStrictEqual(cycles, []);
+  });
+});
