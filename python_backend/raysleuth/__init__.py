@@ -31,7 +31,7 @@ def set_rank(rank: int, world_size: int | None = None, local_rank: int | None = 
         if a is not None:
             a.poke()
     except Exception:  # noqa: BLE001 - never raise into the user's program
-        pass
+        _swallow("set_rank(%r)", rank)
 
 
 def event(name: str, **fields) -> None:
@@ -44,11 +44,21 @@ def event(name: str, **fields) -> None:
         a = agent.get_agent()
         if a is not None:
             a.record_event({"t": time.time(), "name": str(name), "fields": fields})
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception:  # noqa: BLE001 - never raise into the user's program
+        _swallow("event(%r)", name)
 
 
 def inspect(name: str, value, step: int | None = None) -> None:
     """Record a summary of `value` under `name` for cross-rank comparison (a later release
     sends it to the broker; today it is kept in the worker's recent-events ring)."""
     event("inspect", tensor=str(name), step=step, type=type(value).__name__)
+
+
+def _swallow(what: str, *args) -> None:
+    """Log an error of the API to the agent's log file (never to the program's output)."""
+    try:
+        from raysleuth.agent.log import swallow
+
+        swallow(what, *args)
+    except Exception:  # noqa: BLE001 - the log itself failed: nothing left to tell
+        return

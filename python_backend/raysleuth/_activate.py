@@ -17,4 +17,9 @@ try:
 
         start_when_connected(source="env")
 except Exception:  # noqa: BLE001 - a start-up hook must never break the interpreter
-    pass
+    try:
+        from raysleuth.agent.log import swallow
+
+        swallow("activating the agent at start-up (RAYSLEUTH=1)")
+    except Exception:  # noqa: BLE001 - not even the log: stay silent rather than break start-up
+        pass

@@ -12,6 +12,9 @@ import threading
 _agent = None
 """This process's agent, once started."""
 
+# Nothing of the agent is imported here: this package loads at interpreter start-up (the .pth
+# hook) and in every `raysleuth` call; the agent's modules load when it starts.
+
 _lock = threading.Lock()
 
 
@@ -34,7 +37,10 @@ def start_when_connected(source: str = "env"):
     """Start the agent now; it waits in its thread until this process connects to Ray."""
     try:
         return _start(source, wait_for_connect=True)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the worker runs on without an agent
+        from raysleuth.agent.log import swallow
+
+        swallow("starting the agent (%s)", source)
         return None
 
 
@@ -51,8 +57,10 @@ def setup() -> None:
     """
     try:
         _start("setup_hook", wait_for_connect=True)
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception:  # noqa: BLE001 - the worker runs on without an agent
+        from raysleuth.agent.log import swallow
+
+        swallow("starting the agent from the setup hook")
     user_hook = os.environ.get("RAYSLEUTH_SETUP_HOOK")
     if user_hook:
         _call_user_hook(user_hook)

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+
+from raysleuth.agent import debugger
+from raysleuth.agent.log import swallow, swallowed
 
 RAY_HOOK = "ray.util.rpdb.set_trace"
 OUR_HOOK = "raysleuth.agent.breakpoint.set_trace"
-
-paused_at: dict | None = None
-"""{path, line, reason} while this worker waits in breakpoint(), for the worker table."""
-
-paused_thread: int | None = None
-"""Ident of the thread that is paused (for evaluate on all paused ranks)."""
 
 
 def install() -> None:
@@ -28,29 +24,31 @@ def install() -> None:
         os.environ["PYTHONBREAKPOINT"] = OUR_HOOK
 
 
-def set_trace(breakpoint_uuid=None):
-    global paused_at, paused_thread
-    import ray.util.debugpy as ray_debugpy
-
+def _poke() -> None:
     from raysleuth import agent
-    from raysleuth.agent import commands
 
-    caller = sys._getframe(1)
-    try:
-        commands.open_listener()
-        paused_at = {"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"}
-        paused_thread = threading.get_ident()
+    with swallowed("telling the broker about a breakpoint() pause"):
         a = agent.get_agent()
         if a is not None:
             a.poke()
+
+
+def set_trace(breakpoint_uuid=None):
+    import ray.util.debugpy as ray_debugpy
+
+    caller = sys._getframe(1)
+    try:
+        debugger.open_listener()
+        debugger.set_paused(
+            {"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"}
+        )
+        _poke()
     except Exception:  # noqa: BLE001 - Ray's own path still works without us
-        paused_at = None
+        swallow("opening our listener for breakpoint()")
+        debugger.set_paused(None)
     try:
         # Same call depth as Ray's rpdb.set_trace: Ray stops at this frame's caller's caller.
         return ray_debugpy.set_trace(breakpoint_uuid)
     finally:
-        paused_at = None
-        paused_thread = None
-        a = agent.get_agent()
-        if a is not None:
-            a.poke()
+        debugger.set_paused(None)
+        _poke()

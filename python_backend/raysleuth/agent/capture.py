@@ -15,6 +15,8 @@ import reprlib
 import threading
 import time
 
+from raysleuth.agent.log import swallow
+
 MAX_FRAMES = 30
 """Frames recorded by a snapshot, innermost first."""
 LOCALS_FRAMES = 8
@@ -123,14 +125,16 @@ def _type_name(value) -> str:
     try:
         t = type(value)
         return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - an odd type object: its name is not worth failing for
+        swallow("naming the type of a value")
         return "?"
 
 
 def _locals_items(frame) -> list[tuple[str, object]]:
     try:
         return [(str(k), v) for k, v in list(frame.f_locals.items())[:MAX_LOCALS]]
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the frame's locals are not readable: none recorded
+        swallow("reading the locals of %s", frame.f_code.co_name)
         return []
 
 
@@ -189,7 +193,8 @@ def sources_of(entries: list[dict]) -> dict[str, str]:
             continue
         try:
             text = "".join(linecache.getlines(path))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no source for this file: the record goes without it
+            swallow("reading the source of %s", path)
             continue
         text = text[:SOURCE_FILE_LIMIT]
         if total + len(text) > SOURCE_TOTAL_LIMIT:

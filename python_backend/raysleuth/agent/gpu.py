@@ -64,7 +64,10 @@ def _torch_memory() -> dict:
             "torch_allocated": int(torch.cuda.memory_allocated()),
             "torch_max_allocated": int(torch.cuda.max_memory_allocated()),
         }
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - torch's counters failed: the NVML sample goes without them
+        from raysleuth.agent.log import swallow
+
+        swallow("reading torch's CUDA memory counters")
         return {}
 
 

@@ -20,6 +20,14 @@ import sys
 MODULE = "ray._private.function_manager"
 
 _installed = False
+"""Whether Ray's loaders are wrapped (once per process)."""
+
+
+def _swallow(what: str, *args) -> None:
+    # Imported here: this module loads at interpreter start-up, the log only when needed.
+    from raysleuth.agent.log import swallow
+
+    swallow(what, *args)
 
 
 def install_early(agent) -> None:
@@ -57,6 +65,7 @@ class _PostImportFinder:
                 if spec is not None:
                     break
         except Exception:  # noqa: BLE001 - let the normal import machinery handle it
+            _swallow("finding the spec of %s", fullname)
             return None
         finally:
             self._busy = False
@@ -75,11 +84,12 @@ class _PostImportFinder:
             try:
                 install(agent, module)
             except Exception:  # noqa: BLE001 - never break Ray's import
-                pass
+                _swallow("wrapping Ray's loaders")
 
         try:
             loader.exec_module = exec_module
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a loader we cannot wrap: the agent thread wraps later
+            _swallow("wrapping the loader of %s", fullname)
             return None
         return spec
 
@@ -98,12 +108,13 @@ def install(agent, fm=None) -> None:
         try:
             agent.code_loaded(obj)
         except Exception:  # noqa: BLE001 - never into Ray's loading
-            pass
+            _swallow("arming code Ray loaded")
 
     def executions(manager) -> list:
         try:
             return [i.function for i in list(manager._function_execution_info.values())]
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - private attribute of Ray: no functions seen
+            _swallow("listing the functions Ray loaded")
             return []
 
     seen: set[int] = set()

@@ -23,6 +23,9 @@ import threading
 import time
 import traceback
 
+from raysleuth.agent import debugger
+from raysleuth.agent.log import swallow
+
 HOLD_ENV = "RAYSLEUTH_POSTMORTEM_HOLD"
 CRASH_CALL_TIMEOUT_S = 5.0
 LOCALS_FRAMES = 30
@@ -47,7 +50,8 @@ def install(agent) -> bool:
         return True
     try:
         import ray.util.rpdb as rpdb
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no Ray debugger module: no post-mortem, the worker runs on
+        swallow("importing ray.util.rpdb for post-mortem")
         return False
     original_enabled = getattr(rpdb, "_is_ray_debugger_post_mortem_enabled", None)
     if original_enabled is None or not hasattr(rpdb, "_post_mortem"):
@@ -82,7 +86,7 @@ def _qualified(t: type) -> str:
 def _message(exc: BaseException) -> str:
     try:
         text = str(exc)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the user's __str__ failed: say so in the record
         text = f"<str() failed: {type(e).__name__}>"
     return text if len(text) <= 2000 else text[:2000] + "…"
 
@@ -128,8 +132,8 @@ def _events(agent) -> list[dict]:
         try:
             fields = {str(k): bounded_repr(v) for k, v in dict(ev.get("fields") or {}).items()}
             out.append({"t": ev.get("t"), "name": str(ev.get("name")), "fields": fields})
-        except Exception:  # noqa: BLE001
-            continue
+        except Exception:  # noqa: BLE001 - one odd event must not cost the record
+            swallow("copying an event into a crash record")
     return out
 
 
@@ -144,7 +148,7 @@ def _task() -> dict:
         name = getattr(ctx, "get_task_name", None)
         out["task"] = name() if name is not None else None
     except Exception:  # noqa: BLE001
-        pass
+        swallow("reading the failed task's id and name")
     return out
 
 
@@ -159,6 +163,7 @@ def build_record(agent, exc_info) -> dict:
     try:
         text = "".join(traceback.format_exception(exc_type, exc, tb))
     except Exception:  # noqa: BLE001
+        swallow("formatting the traceback of %s", exc_type)
         text = ""
     record = {
         "kind": "exception",
@@ -214,19 +219,14 @@ def on_exception(agent, exc_info) -> None:
         if hold > 0 and answer.get("id"):
             _hold(agent, exc_info, record, answer["id"], hold)
     except Exception:  # noqa: BLE001 - Ray raises the user's error as usual, whatever happens here
-        try:
-            agent.log.exception("post-mortem capture failed")
-        except Exception:  # noqa: BLE001
-            pass
+        swallow("post-mortem capture")
     finally:
         _in_capture.active = False
 
 
 def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     global crashed
-    from raysleuth.agent import commands, trigger
-
-    commands.open_listener()
+    debugger.open_listener()
     top = record["frames"][0] if record["frames"] else {}
     crashed = {
         "crash": crash_id,
@@ -238,22 +238,8 @@ def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     agent.poke()
     agent.log.info("%s holds crash %s for %.0f s", agent, crash_id, hold)
     try:
-        if trigger._wait_for_client(timeout=hold) and not _stop_at_exception(exc_info):
+        if debugger.wait_for_client(timeout=hold) and not debugger.stop_at_exception(exc_info):
             agent.log.warning("this debugpy cannot stop at an exception: crash %s goes on", crash_id)
     finally:
         crashed = None
         agent.poke()
-
-
-def _stop_at_exception(exc_info) -> bool:
-    """Stop in debugpy at the traceback's innermost frame, as an unhandled exception stops.
-
-    False where this debugpy has no way to (pydevd without trigger_exception_handler)."""
-    import pydevd
-
-    py_db = pydevd.get_global_debugger()
-    trigger_handler = getattr(py_db, "trigger_exception_handler", None)
-    if trigger_handler is None:
-        return False
-    trigger_handler(exc_info, as_uncaught=False)
-    return True

@@ -26,6 +26,9 @@ class RankInfo(NamedTuple):
 _explicit: RankInfo | None = None
 """Rank given by `raysleuth.set_rank()` in this process, if any."""
 
+_train_failure_logged = False
+"""Whether Ray Train's context raising was logged (once: it is asked on every pass)."""
+
 
 def set_explicit(rank: int, world_size: int | None = None, local_rank: int | None = None) -> None:
     global _explicit
@@ -60,7 +63,13 @@ def from_ray_train() -> RankInfo | None:
         return RankInfo(
             int(rank), _int_or_none(ctx.get_local_rank()), _int_or_none(ctx.get_world_size()), "ray.train"
         )
-    except Exception:  # noqa: BLE001 - outside a Train worker the context raises
+    except Exception:  # noqa: BLE001 - outside a Train worker the context raises: not known
+        global _train_failure_logged
+        if not _train_failure_logged:  # once: this runs on every pass of a scoped point
+            _train_failure_logged = True
+            from raysleuth.agent.log import swallow
+
+            swallow("asking Ray Train's context for the rank", level=10)  # DEBUG: usual outside Train
         return None
 
 

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from raysleuth.agent import capture
+from raysleuth.agent import capture, hits
 from raysleuth.agent import trigger as trig
+from raysleuth.model.hits import HitCondition
 
 
 class Recorder:
@@ -182,18 +183,18 @@ def test_hook_in_other_threads_and_recursion_guard(t):
 def test_log_rate_limit(t):
     tr, rec = t
     tr.update([spec("l", logMessage="x")], {"rank": 0})
-    for i in range(trig.LOG_RATE + 30):
+    for i in range(hits.LOG_RATE + 30):
         target(i)
-    assert len(rec.logs()) <= trig.LOG_RATE + 1
+    assert len(rec.logs()) <= hits.LOG_RATE + 1
 
 
 @pytest.mark.parametrize(
-    "text, hits",
+    "text, expected",
     [("3", [3]), (">3", [4, 5, 6]), (">=5", [5, 6]), ("<2", [1]), ("%3", [3, 6]), ("==2", [2])],
 )
-def test_hit_condition_forms(text, hits):
-    hc = trig.HitCondition(text)
-    assert [n for n in range(1, 7) if hc(n)] == hits
+def test_hit_condition_forms(text, expected):
+    hc = HitCondition(text)
+    assert [n for n in range(1, 7) if hc(n)] == expected
 
 
 def test_bounded_repr_never_raises():

@@ -1,0 +1,116 @@
+"""Keeping the worker's armed set in step with the cluster's: the point specs the broker sent
+(or left in Ray's KV), and when to arm them again (new set, rank or actor became known, a point
+ruled itself out, a module or class loaded later).
+
+Arming runs in the agent thread, or in Ray's loading thread when a class arrives (then it must
+not wait for the agent thread: the scan never waits on Ray, so holding the lock there is safe).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from raysleuth import names
+from raysleuth.agent.log import swallow
+
+
+def points_from_kv() -> dict | None:
+    """The point set the broker left in Ray's internal KV, or None (no broker, or unreadable)."""
+    try:
+        import json
+
+        from ray.experimental import internal_kv
+
+        raw = internal_kv._internal_kv_get(names.POINTS_KV_KEY, namespace=names.NAMESPACE)
+        return json.loads(raw) if raw else None
+    except Exception:  # noqa: BLE001 - the registry sends the set with the next heartbeat anyway
+        swallow("reading the point set from Ray's KV")
+        return None
+
+
+class Arming:
+    """The point specs and the trigger that arms them. Methods return whether the armed set
+    changed (the caller then reports at once)."""
+
+    def __init__(self, identity, new_trigger, log, who) -> None:
+        self._identity = identity
+        """A callable: the identity a scope is matched against (node, actor, rank now)."""
+        self._new_trigger = new_trigger
+        """A callable making the trigger, when the first point arrives."""
+        self._log = log
+        """A callable returning the agent's logger."""
+        self._who = who
+        """A callable naming the worker in log lines."""
+        self.points: list[dict] = []
+        """The cluster's breakpoints, logpoints and snapshot points (specs from the registry)."""
+        self.version = ""
+        """The version of `points` (the registry's)."""
+        self.trigger = None
+        """The light trigger (agent/trigger.py), created when the first point arrives."""
+        self._key: tuple | None = None
+        """(rank, actor class, actor name) the set was last armed for."""
+        self._rearm = False
+        self._lock = threading.RLock()
+
+    def take(self, version: str | None, points: list[dict] | None) -> bool:
+        """A point set from the registry or the KV; False if this version is armed already (it
+        may have been armed from Ray's KV: arming it again would rescan while that code runs)."""
+        if version == self.version:
+            return False
+        self.points = list(points or [])
+        self.version = version if version is not None else ""
+        self._rearm = True
+        return True
+
+    def rearm_soon(self) -> None:
+        """A point ruled itself out (rank known now): arm again at the next heartbeat."""
+        self._rearm = True
+
+    def arm_if_needed(self) -> bool:
+        """Arm the points again when they changed, or the worker's rank or actor became known."""
+        if not self.points and self.trigger is None:
+            return False
+        with self._lock:
+            return self._arm_locked()
+
+    def _arm_locked(self) -> bool:
+        ident = self._identity()
+        key = (ident.get("rank"), ident.get("actor_class"), ident.get("actor_name"))
+        if not self._rearm and key == self._key:
+            if self.trigger is not None and self.trigger.points:
+                return self.trigger.arm_new_modules()
+            return False
+        self._rearm = False
+        self._key = key
+        try:
+            if self.trigger is None:
+                self.trigger = self._new_trigger()
+            self.trigger.update(self.points, ident)
+            self._log().info(
+                "%s armed %d of %d points (scan %.1f ms)",
+                self._who(),
+                len(self.trigger.armed),
+                len(self.points),
+                self.trigger.scan_ms,
+            )
+        except Exception:  # noqa: BLE001
+            self._log().exception("arming failed")
+        return True
+
+    def code_loaded(self, obj) -> bool:
+        """Ray loaded a class or function (loadhook): arm it before it runs.
+
+        The agent thread may not have heard from the registry yet (a worker just started, or one
+        Ray's pool started before the broker): the set is read from Ray's internal KV here.
+        """
+        data = points_from_kv()  # one GCS read, in this thread: no actor handle needed
+        if data is not None and self.take(data.get("version"), data.get("points")):
+            return self.arm_if_needed()  # arms the class just loaded too (a full scan)
+        # The agent thread may have taken this version from the registry and be scanning right
+        # now (or be about to): wait for its scan, or do it here, so the class is armed before
+        # its first call.
+        with self._lock:
+            if self.points and (self._rearm or self.trigger is None):
+                return self._arm_locked()
+            t = self.trigger
+            return bool(t is not None and t.points and t.code_loaded(obj))

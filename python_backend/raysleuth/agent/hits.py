@@ -1,0 +1,139 @@
+"""What happens when an armed line runs: scope, condition, hit count, then a logpoint line, a
+snapshot or a stop in debugpy.
+
+Runs in user threads, inside the user's code: never raises into it, never prints, and does as
+little as it can per pass (a false condition costs one `eval`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from raysleuth.agent import debugger
+from raysleuth.agent.capture import bounded_repr, capture_frames
+from raysleuth.agent.points import ArmedPoint
+
+LOG_RATE = 50
+"""Logpoint lines per point per second; more are counted and reported as dropped."""
+
+
+def format_log(message: str, frame) -> str:
+    """Interpolate `{expression}` parts of a logpoint message in the frame (`{{` is a brace)."""
+    out: list[str] = []
+    i, n = 0, len(message)
+    while i < n:
+        c = message[i]
+        if c == "{" and message.startswith("{{", i):
+            out.append("{")
+            i += 2
+        elif c == "}" and message.startswith("}}", i):
+            out.append("}")
+            i += 2
+        elif c == "{":
+            j = message.find("}", i + 1)
+            if j < 0:
+                out.append(message[i:])
+                break
+            expr = message[i + 1 : j]
+            try:
+                value = eval(expr, frame.f_globals, frame.f_locals)  # noqa: S307 - the user's own logpoint
+                s = value if isinstance(value, str) else bounded_repr(value)
+            except Exception as exc:  # noqa: BLE001 - the user's expression failed: that is the text
+                s = f"<{type(exc).__name__}: {exc}>"
+            out.append(s[:1000])
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class Hits:
+    """Decides, per pass of an armed line, whether and how each point there fires.
+
+    `agent` is the seam to the rest of the worker: `identity()` (for scopes), `emit(kind,
+    payload)` (logpoint lines, snapshots), `rearm_soon()` (a point ruled itself out), `poke()`
+    and `log` (for a stop).
+    """
+
+    def __init__(self, agent) -> None:
+        self.agent = agent
+        self._local = threading.local()
+        """`busy` while this thread is in a hit: a condition or repr that runs armed code does
+        not fire again."""
+
+    def hit(self, frame, pts: list[ArmedPoint]) -> None:
+        local = self._local
+        if getattr(local, "busy", False):
+            return
+        local.busy = True
+        try:
+            for p in list(pts):
+                if not p.dead:
+                    self._fire(p, frame)
+        finally:
+            local.busy = False
+
+    def _fire(self, p: ArmedPoint, frame) -> None:
+        agent = self.agent
+        if not p.scope.is_all():
+            m = p.scope.match(agent.identity())
+            if m is False:
+                p.dead = True  # its rank rules it out now: disarmed at the next heartbeat
+                agent.rearm_soon()
+                return
+            if m is None:
+                return  # rank not known yet
+        if p.cond is not None:
+            try:
+                if not eval(p.cond, frame.f_globals, frame.f_locals):  # noqa: S307 - the user's condition
+                    return
+            except Exception as exc:  # noqa: BLE001 - reported to the broker, once per point
+                self._point_error(p, frame, f"condition raised {type(exc).__name__}: {exc}")
+                return
+        p.hits += 1
+        if p.hit is not None and not p.hit(p.hits):
+            return
+        kind = p.kind
+        if kind == "log":
+            self._log(p, frame)
+        elif kind == "snapshot":
+            p.fired += 1
+            if p.count and p.fired >= p.count:
+                p.dead = True
+                agent.rearm_soon()
+            agent.emit(
+                "snapshot",
+                {"id": p.point.snapshot, "point": p.id, "time": time.time(), "frames": capture_frames(frame)},
+            )
+        else:
+            p.fired += 1
+            debugger.stop_here(agent, frame, p.id)
+
+    def _log(self, p: ArmedPoint, frame) -> None:
+        now = int(time.monotonic())
+        if now != p.log_second:
+            if p.log_dropped:
+                self.agent.emit("log", _log_record(p, frame, f"… {p.log_dropped} lines dropped (rate limit)"))
+            p.log_second, p.log_sent, p.log_dropped = now, 0, 0
+        if p.log_sent >= LOG_RATE:
+            p.log_dropped += 1
+            return
+        p.log_sent += 1
+        self.agent.emit("log", _log_record(p, frame, format_log(p.log, frame)))
+
+    def _point_error(self, p: ArmedPoint, frame, message: str) -> None:
+        if p.error is None:  # once per point, not once per pass
+            p.error = message
+            self.agent.emit("log", dict(_log_record(p, frame, message), error=True))
+
+
+def _log_record(p: ArmedPoint, frame, message: str) -> dict:
+    return {
+        "point": p.id,
+        "path": frame.f_code.co_filename,
+        "line": frame.f_lineno,
+        "message": message,
+        "time": time.time(),
+    }

@@ -1,0 +1,129 @@
+"""Who this worker is: Ray's ids of the process, node and job, the actor it hosts, its rank.
+
+Runs inside Ray workers: reads Ray's runtime context only after Ray connected, never builds an
+actor handle (that loads the class a second time) and never raises into the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from raysleuth import names
+from raysleuth.agent import rank as rank_mod
+from raysleuth.agent.log import swallow
+
+_fault_log = None
+"""Our own faulthandler file, where Ray left faulthandler off."""
+
+
+def ray_worker():
+    """Ray's `global_worker`, if Ray is imported (never imports it)."""
+    mod = sys.modules.get("ray._private.worker")
+    return getattr(mod, "global_worker", None) if mod else None
+
+
+def ray_connected() -> bool:
+    w = ray_worker()
+    return bool(w is not None and getattr(w, "connected", False))
+
+
+def fault_file() -> str | None:
+    """Where a fatal error's faulthandler text goes: Ray's .err log of this worker (its stderr),
+    or, where faulthandler is off, a `raysleuth-fault-<pid>.log` next to the agent's log."""
+    global _fault_log
+    try:
+        import faulthandler
+
+        if not faulthandler.is_enabled():
+            from raysleuth.paths import ray_log_dir
+
+            path = os.path.join(ray_log_dir(), f"raysleuth-fault-{os.getpid()}.log")
+            _fault_log = open(path, "a")  # noqa: SIM115 - stays open for the life of the process
+            faulthandler.enable(_fault_log, all_threads=True)
+            return path
+        path = os.readlink(f"/proc/{os.getpid()}/fd/2")
+        return path if path.startswith("/") else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+class Identity:
+    """This worker's identity: fixed ids once Ray connected, the actor once its creation task runs,
+    the rank as known now."""
+
+    def __init__(self) -> None:
+        self.static: dict | None = None
+        """{id, pid, node_id, node_ip, job_id, python, driver[, fault_file]} once read."""
+        self._actor: dict | None = None
+        """{actor_id, actor_class, actor_name} once the actor's class is known (then fixed)."""
+        self.own_actor = False
+        """This process hosts one of Ray Sleuth's own actors: the agent stays out of it."""
+
+    @property
+    def worker_id(self) -> str | None:
+        return self.static["id"] if self.static is not None else None
+
+    def read(self) -> dict:
+        """Read the fixed ids from Ray's runtime context (Ray must be connected)."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        w = ray_worker()
+        self.static = {
+            "id": ctx.get_worker_id(),
+            "pid": os.getpid(),
+            "node_id": ctx.get_node_id(),
+            "node_ip": getattr(w, "node_ip_address", None),
+            "job_id": ctx.get_job_id(),
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "driver": getattr(w, "mode", None) == 0,  # SCRIPT_MODE: a driver ran raysleuth.init()
+        }
+        return self.static
+
+    @property
+    def actor_known(self) -> bool:
+        return self._actor is not None
+
+    def actor(self) -> dict:
+        """Actor id/class/name; known only once the actor's creation task runs, then fixed."""
+        if self._actor is not None:
+            return self._actor
+        import ray
+
+        ctx = ray.get_runtime_context()
+        actor_id = ctx.get_actor_id()
+        if not actor_id:
+            return {"actor_id": None, "actor_class": None, "actor_name": None}
+        cls = None
+        try:
+            # The instance Ray created for this actor (before its __init__ ran). Not
+            # ctx.current_actor: building a handle loads the class again, in this thread, and
+            # the copy it makes is not the one the actor runs.
+            for inst in list(getattr(ray_worker(), "actors", {}).values()):
+                kind = type(inst)
+                cls = getattr(kind, "__ray_actor_class__", kind).__name__
+        except Exception:  # noqa: BLE001 - private attribute; the broker fills it from Ray
+            swallow("reading the actor's class from Ray's worker")
+        if cls is None:
+            # The creation task has not started: Ray's core worker may not hold this actor's
+            # handle yet, and asking for its name then aborts the process (a RAY_CHECK in
+            # ActorManager::GetActorHandle, seen as a worker dying with SYSTEM_ERROR at start).
+            return {"actor_id": actor_id, "actor_class": None, "actor_name": None}
+        actor = {"actor_id": actor_id, "actor_class": cls, "actor_name": ctx.get_actor_name() or None}
+        if cls in names.OWN_ACTOR_CLASSES:
+            self.own_actor = True
+        self._actor = actor
+        return actor
+
+    def current(self) -> dict:
+        """What a rank scope is matched against: node, actor and the rank as known now."""
+        info = dict(self.static or {})
+        info.update(self.actor())
+        info["rank"] = rank_mod.resolve_rank().rank
+        return info
+
+    def __str__(self) -> str:
+        s = self.static or {}
+        r = rank_mod.resolve_rank().rank
+        return f"Agent[node={str(s.get('node_id', '?'))[:4]} pid={os.getpid()} rank={r}]"
