@@ -345,11 +345,12 @@ export class BrokerClient {
     if (err instanceof BrokerError) {
       return err;
     }
-    const e = err as Error & { cause?: Error & { code?: string } };
+    const e = err as Error & { cause?: Error & { code?: string; errors?: { code?: string }[] } };
     if (e?.name === "TimeoutError") {
       return new BrokerError("timeout", `The broker at ${this.url} did not answer ${what} within ${this.timeoutMs / 1000} s. Check that it is running ("raysleuth doctor").`, this.url);
     }
-    const code = e?.cause?.code;
+    // A name with several addresses (localhost) fails as an AggregateError of one error per address.
+    const code = e?.cause?.code ?? e?.cause?.errors?.[0]?.code;
     if (code === "ECONNREFUSED") {
       return new BrokerError(
         "refused",

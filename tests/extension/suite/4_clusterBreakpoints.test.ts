@@ -175,6 +175,55 @@ describe("Cluster breakpoints against the demo's real broker", () => {
     await waitFor("the cluster set to forget the file", async () => (await clusterSet(file)).length === 0, 15_000);
   });
 
+  it("a point the terminal set (owner cli) survives adding and removing an editor breakpoint in the same file, and its line says who set it", async function () {
+    this.timeout(60_000);
+    const file = path.join(workspaceDir, "scratch_owner.py");
+    fs.writeFileSync(file, "a = 1\nb = 2\nc = 3\nd = 4\n");
+    // What `raysleuth break scratch_owner.py:3 --if ... --ranks 0` sends.
+    const putCli = (breakpoints: { line: number; condition?: string }[]) => truth.putBreakpoints({ path: file, owner: "cli", breakpoints });
+    const cliLine = (): Promise<ClusterBreakpoint | undefined> => clusterSet(file).then((set) => set.find((b) => b.line === 3 && b.owner === "cli"));
+    const editorBp = sourceBreakpoint(file, 0, "[rank 1]");
+    try {
+      await vscode.window.showTextDocument(vscode.Uri.file(file));
+      await putCli([{ line: 3, condition: "[rank 0] c > 0" }]);
+      const shown = /^ {2}⟵ set from the terminal: \[rank 0\] c > 0 · armed on \d+$/;
+      await waitFor("the terminal's point annotated at line 3", () => api.decorations.annotations(file).find((a) => a.line === 3 && shown.test(a.text)), 15_000);
+
+      vscode.debug.addBreakpoints([editorBp]);
+      await api.mirror.idle();
+      const both = await waitFor("the editor's point and the terminal's in the cluster set", async () => {
+        const set = await clusterSet(file);
+        return set.length === 2 && set;
+      }, 15_000);
+      assert.deepStrictEqual(
+        both.map((b) => `${b.line}:${b.owner}`).sort(),
+        [`1:${api.mirror.owner}`, "3:cli"],
+        "each point keeps its owner",
+      );
+      assert.match(api.mirror.owner, /^vscode:\S+$/);
+      await waitFor("the editor's own point annotated as before", () => api.decorations.annotations(file).find((a) => a.line === 1 && /^ {2}⟵ rank 1 · armed on \d+$/.test(a.text)), 10_000);
+      assert.ok(await cliLine(), "adding an editor breakpoint kept the terminal's point");
+
+      vscode.debug.removeBreakpoints([editorBp]);
+      await api.mirror.idle();
+      await waitFor("the editor's point to go", async () => !(await clusterSet(file)).some((b) => b.line === 1), 15_000);
+      const kept = await cliLine();
+      assert.ok(kept, "removing the editor's breakpoint kept the terminal's point");
+      assert.strictEqual(kept.condition, "[rank 0] c > 0");
+      await waitFor("line 3 still says it was set from the terminal", () => api.decorations.annotations(file).find((a) => a.line === 3 && shown.test(a.text)), 10_000);
+      assert.ok(!api.decorations.annotations(file).some((a) => a.line === 1), "no annotation is left at the editor's old line");
+      assert.ok(!vscode.debug.breakpoints.some((b) => b instanceof vscode.SourceBreakpoint && b.location.uri.fsPath === file), "the terminal's point never became an editor breakpoint");
+    } finally {
+      vscode.debug.removeBreakpoints([editorBp]);
+      await api.mirror.idle();
+      await putCli([]);
+      await vscode.commands.executeCommand("workbench.action.closeAllEditors");
+      fs.rmSync(file, { force: true });
+    }
+    await waitFor("the cluster set to forget the file", async () => (await clusterSet(file)).length === 0, 15_000);
+    await waitFor("the annotations to go", () => api.decorations.annotations(file).length === 0, 10_000);
+  });
+
   it("Set Breakpoint Ranks writes, replaces and removes the [rank …] prefix of the cursor line's breakpoint; the mirror follows", async function () {
     this.timeout(60_000);
     const file = path.join(workspaceDir, "scratch_ranks.py");
