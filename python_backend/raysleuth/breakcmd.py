@@ -66,9 +66,8 @@ def run_break(client, args) -> int:
                 client.set_breakpoints(path, [], owner=owner)
         else:
             res = client.delete("/v1/breakpoints" if everyone else f"/v1/breakpoints?owner={OWNER}")
-            print(
-                f"Cleared {res.get('deleted', 0)} breakpoint(s){'' if everyone else ' set from the terminal'}."
-            )
+            whose = "" if everyone else " set from the terminal"
+            print(f"Cleared {res.get('deleted', 0)} breakpoint(s){whose}.")
             return 0
         print("Cleared.")
         return 0

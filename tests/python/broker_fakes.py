@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from raysleuth.model.worker import Worker
+
 
 class Remote:
     """A Ray actor method: `.remote(...)` gives an awaitable, like an ObjectRef."""
@@ -62,25 +64,11 @@ class FakeRelays:
         return self.relay
 
 
-def worker(wid, rank=None, state="running", agent=True, **kw):
-    w = {
-        "id": wid,
-        "pid": kw.pop("pid", 100 + len(wid)),
-        "node_id": "node1",
-        "node_ip": "127.0.0.1",
-        "job_id": "01000000",
-        "actor_id": None,
-        "actor_class": "Trainer",
-        "actor_name": None,
-        "task": None,
-        "rank": rank,
-        "state": state,
-        "paused_at": None,
-        "agent": agent,
-        "last_seen": 1.0,
-    }
-    w.update(kw)
-    return w
+def worker(wid, rank=None, state="running", agent=True, **kw) -> Worker:
+    base = dict(pid=100 + len(wid), node_id="node1", node_ip="127.0.0.1", job_id="01000000")
+    base.update(actor_class="Trainer", last_seen=1.0)
+    base.update(kw)
+    return Worker(wid, rank=rank, state=state, agent=agent, **base)
 
 
 class FakeTable:
@@ -93,7 +81,7 @@ class FakeTable:
         return self._workers
 
     def get(self, wid):
-        return next((w for w in self._workers if w["id"] == wid), None)
+        return next((w for w in self._workers if w.id == wid), None)
 
     def nodes(self):
         return [{"node_id": "node1", "node_ip": "127.0.0.1", "alive": True, "workers": len(self._workers)}]
@@ -102,7 +90,7 @@ class FakeTable:
         return [{"node_id": "node1", "node_ip": "127.0.0.1", "state": "ALIVE"}]
 
     def live_ids(self):
-        return {w["id"] for w in self._workers if w["state"] not in ("exited", "crashed")}
+        return {w.id for w in self._workers if w.state not in ("exited", "crashed")}
 
     def ray_debugger_port(self, wid):
         return None

@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 from raysleuth.errors import BadRequest, SleuthError
+from raysleuth.model.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ class Control:
         self.agents = agents
         self.leases = leases
 
-    def select(self, body: dict, states: tuple[str, ...]) -> list[dict]:
+    def select(self, body: dict, states: tuple[str, ...]) -> list[Worker]:
         """Live workers in `states`, narrowed by `ranks` and/or `workers` (ids or id prefixes)."""
         ranks = body.get("ranks")
         ids = body.get("workers")
@@ -36,11 +37,11 @@ class Control:
             raise BadRequest("'workers' must be a list of worker ids", 'Send "workers": ["3f2a..."].')
         out = []
         for w in self.table.workers():
-            if w["state"] not in states or w.get("driver"):
+            if w.state not in states:
                 continue
-            if ranks is not None and w.get("rank") not in ranks:
+            if ranks is not None and w.rank not in ranks:
                 continue
-            if ids is not None and not any(w["id"].startswith(i) for i in ids):
+            if ids is not None and not any(w.id.startswith(i) for i in ids):
                 continue
             out.append(w)
         return out
@@ -55,13 +56,13 @@ class Control:
             raise BadRequest(
                 f"{expr!r} is not a Python expression: {exc.msg}", "Send one expression."
             ) from None
-        workers = [w for w in self.select(body, ("paused",)) if w.get("agent")]
+        workers = [w for w in self.select(body, ("paused",)) if w.agent]
 
-        async def one(w: dict) -> dict:
-            row = {"rank": w.get("rank"), "worker": w["id"], "pid": w.get("pid")}
+        async def one(w: Worker) -> dict:
+            row = {"rank": w.rank, "worker": w.id, "pid": w.pid}
             try:
                 res = await self.agents.command(
-                    w["id"], {"op": "evaluate", "expression": expr}, EVALUATE_TIMEOUT_S
+                    w.id, {"op": "evaluate", "expression": expr}, EVALUATE_TIMEOUT_S
                 )
             except Exception as exc:  # noqa: BLE001 - this worker's row says what failed
                 return dict(row, error=f"{type(exc).__name__}: {exc}")
@@ -82,30 +83,30 @@ class Control:
         """Let paused workers run: through the debugger link where there is one, else the agent."""
         done, skipped = [], []
         for w in self.select(body, ("paused",)):
-            link = self.leases.get(w["id"])
+            link = self.leases.get(w.id)
             try:
                 if link is not None and link.stopped:
                     await self.leases.continue_stopped(link)
-                    done.append(w["id"])
+                    done.append(w.id)
                     continue
-                res = await self.agents.command(w["id"], {"op": "resume"}, RESUME_TIMEOUT_S)
+                res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
                 if res.get("resumed"):
-                    done.append(w["id"])
+                    done.append(w.id)
                 else:
                     reason = res.get("error") or (
                         "paused in breakpoint(), waiting for a debugger: attach to continue it"
                     )
-                    skipped.append({"worker": w["id"], "reason": reason})
+                    skipped.append({"worker": w.id, "reason": reason})
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
-                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+                skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
         return {"continued": done, "skipped": skipped}
 
     async def pause(self, body: dict) -> dict:
         """Pause running workers in the debugger (they show as paused; attach to see where)."""
         done, skipped = [], []
         for w in self.select(body, ("running", "idle")):
-            if not w.get("agent"):
-                skipped.append({"worker": w["id"], "reason": "no Ray Sleuth agent in this worker"})
+            if not w.agent:
+                skipped.append({"worker": w.id, "reason": "no Ray Sleuth agent in this worker"})
                 continue
             try:
                 link = await self.leases.lease(w, None)
@@ -116,17 +117,17 @@ class Control:
                 if main is None:
                     raise SleuthError("debugpy lists no threads", "The worker may be exiting.")
                 await link.request("pause", {"threadId": main["id"]})
-                done.append(w["id"])
+                done.append(w.id)
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
-                skipped.append({"worker": w["id"], "reason": f"{type(exc).__name__}: {exc}"})
+                skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
         return {"paused": done, "skipped": skipped}
 
     async def resume_all_waiting(self) -> None:
         """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""
-        waiting = [w for w in self.table.workers() if w["state"] == "paused" and w.get("agent")]
+        waiting = [w for w in self.table.workers() if w.state == "paused" and w.agent]
         results = await asyncio.gather(
-            *(self.agents.command(w["id"], {"op": "resume"}, 2.0) for w in waiting), return_exceptions=True
+            *(self.agents.command(w.id, {"op": "resume"}, 2.0) for w in waiting), return_exceptions=True
         )
         for w, res in zip(waiting, results, strict=True):
             if isinstance(res, BaseException):
-                log.info("resuming %s at stop: %s", w["id"][:8], res)
+                log.info("resuming %s at stop: %s", w.id[:8], res)

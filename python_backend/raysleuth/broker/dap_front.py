@@ -18,6 +18,7 @@ from raysleuth.dap.framing import FramingError, encode, read_message
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
 from raysleuth.model.scope import split_condition
+from raysleuth.model.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class DapSession:
         self._tasks: set[asyncio.Task] = set()
 
     def __str__(self) -> str:
-        rank = self.link.worker.get("rank") if self.link else None
+        rank = self.link.worker.rank if self.link else None
         return f"DapSession[{self.id} rank={rank}]"
 
     # --- sending ----------------------------------------------------------------------------
@@ -177,7 +178,7 @@ class DapSession:
             return True
         held = await self._held_worker(crash_id, rec)
         if held is not None:
-            args["worker"] = held["id"]
+            args["worker"] = held.id
             return False
         self.replay = Replay(rec)
         self.paths = PathMapper(list(args.get("pathMappings") or []))
@@ -189,7 +190,7 @@ class DapSession:
         await self.event("initialized")
         return True
 
-    async def _held_worker(self, crash_id: str, rec) -> dict | None:
+    async def _held_worker(self, crash_id: str, rec) -> Worker | None:
         """The worker held for this crash, if it is. A record that says it is held may come a
         moment before the worker's own report does (a client that attaches on the `crash` event):
         wait for that report, up to HELD_REPORT_WAIT_S, before taking the worker for gone."""
@@ -199,7 +200,7 @@ class DapSession:
                 (
                     w
                     for w in self.door.table.workers()
-                    if w["state"] == "crashed" and w.get("crash") == crash_id and w.get("agent")
+                    if w.state == "crashed" and w.crash == crash_id and w.agent
                 ),
                 None,
             )
@@ -209,7 +210,7 @@ class DapSession:
         deadline = time.monotonic() + HELD_REPORT_WAIT_S
         while held is None and held_until > time.time() and time.monotonic() < deadline:
             wid = rec.worker_id
-            if any(w["id"] == wid and w["state"] == "exited" for w in self.door.table.workers()):
+            if any(w.id == wid and w.state == "exited" for w in self.door.table.workers()):
                 break
             await asyncio.sleep(0.05)
             held = find()
@@ -371,7 +372,7 @@ class DapFrontDoor:
             writer.close()
 
 
-def scope_breakpoints(args: dict, worker: dict) -> tuple[dict, list]:
+def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:
     """Rank scopes are ours: debugpy gets the plain condition, and only this worker's points.
 
     Returns the arguments for debugpy and, per requested breakpoint, None (sent on) or the

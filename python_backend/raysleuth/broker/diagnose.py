@@ -38,12 +38,8 @@ class Doctor:
 
     def broker_checks(self, nodes: list[dict]) -> list[dict]:
         host, http_url, dap = self._listening()
-        live = [
-            w
-            for w in self.table.workers()
-            if w["state"] != "exited" and w.get("actor_class") not in names.OWN_ACTOR_CLASSES
-        ]
-        bare = [w for w in live if not w.get("agent")]
+        live = [w for w in self.table.workers() if w.live and w.actor_class not in names.OWN_ACTOR_CLASSES]
+        bare = [w for w in live if not w.agent]
         return [
             check("nodes", "ok" if nodes else "fail", f"{len(nodes)} alive node(s) in Ray's State API"),
             check(

@@ -91,13 +91,13 @@ def make_app(svc: Services) -> web.Application:
             )
 
     async def get_workers(request: web.Request) -> web.Response:
-        return web.json_response(svc.table.workers())
+        return web.json_response(svc.table.workers_json())
 
     async def get_worker(request: web.Request) -> web.Response:
         wid = request.match_info["id"]
-        for w in svc.table.workers():
-            if w["id"] == wid:
-                return web.json_response(w)
+        w = svc.table.get(wid)
+        if w is not None:
+            return web.json_response(w.to_json())
         raise NotFound(f"No worker with id {wid}.", "List workers with GET /v1/workers or `raysleuth list`.")
 
     async def get_nodes(request: web.Request) -> web.Response:
@@ -117,7 +117,7 @@ def make_app(svc: Services) -> web.Application:
         await resp.prepare(request)
         queue = svc.hub.subscribe()
         try:
-            await resp.write(format_sse("workers", svc.table.workers()))
+            await resp.write(format_sse("workers", svc.table.workers_json()))
             quiet = 0.0
             while True:
                 try:

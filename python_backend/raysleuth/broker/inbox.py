@@ -20,10 +20,10 @@ class Inbox:
 
     def route(self, item: dict) -> None:
         """One emitted item: {worker, kind, data}."""
-        w = self.table.get(item.get("worker")) or {}
+        w = self.table.get(item.get("worker"))
         data = item.get("data") or {}
-        rank = data.get("rank") if data.get("rank") is not None else w.get("rank")
-        who = {"rank": rank, "worker": item.get("worker"), "pid": data.get("pid") or w.get("pid")}
+        rank = data.get("rank") if data.get("rank") is not None else (w.rank if w else None)
+        who = {"rank": rank, "worker": item.get("worker"), "pid": data.get("pid") or (w.pid if w else None)}
         kind = item.get("kind")
         if kind == "log":
             self.timeline.add_log(who, data)
@@ -34,7 +34,9 @@ class Inbox:
             if data.get("dropped"):
                 self.timeline.add_event(who, "events_dropped", time.time(), {"count": data["dropped"]})
         elif kind == "crash":
-            self.postmortem.add_crash(dict(data, worker=dict(w) if w else {"id": item.get("worker"), **who}))
+            self.postmortem.add_crash(
+                dict(data, worker=w.to_json() if w else {"id": item.get("worker"), **who})
+            )
         elif kind == "snapshot":
             row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
             if self.points.add_row(data.get("id"), row):

@@ -13,6 +13,7 @@ import time
 from raysleuth.broker.links import WorkerLink
 from raysleuth.broker.postmortem import describe_exit
 from raysleuth.errors import SleuthError
+from raysleuth.model.worker import Worker
 from raysleuth.swallow import swallowed
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class LinkLeases:
     def get(self, worker_id: str) -> WorkerLink | None:
         return self.links.get(worker_id)
 
-    def _new_link(self, worker: dict) -> WorkerLink:
+    def _new_link(self, worker: Worker) -> WorkerLink:
         holder: list[WorkerLink] = []
         link = self.link_class(
             worker,
@@ -67,13 +68,13 @@ class LinkLeases:
             del self.links[link.worker_id]
         self._changed(link)
 
-    async def lease(self, worker: dict, session, progress=None) -> WorkerLink:
+    async def lease(self, worker: Worker, session, progress=None) -> WorkerLink:
         """The worker's link, opened if need be, leased to `session` (None: the broker itself)."""
-        wid = worker["id"]
+        wid = worker.id
         link = self.links.get(wid)
         if link is not None and link.lease is not None and link.lease is not session:
             raise SleuthError(
-                f"Worker pid {worker.get('pid')} (rank {worker.get('rank')}) is being debugged by "
+                f"Worker pid {worker.pid} (rank {worker.rank}) is being debugged by "
                 f"another session ({link.lease}).",
                 "One session per worker: end the other session first, or attach to another rank.",
             )
@@ -84,15 +85,15 @@ class LinkLeases:
             )
             if link.lease is not None and link.lease is not session:
                 raise SleuthError(
-                    f"Worker pid {worker.get('pid')} was just leased by {link.lease}.",
+                    f"Worker pid {worker.pid} was just leased by {link.lease}.",
                     "End the other session first.",
                 )
         link.lease = session
         self._changed(link)
         return link
 
-    async def _open(self, worker: dict, progress) -> WorkerLink:
-        wid = worker["id"]
+    async def _open(self, worker: Worker, progress) -> WorkerLink:
+        wid = worker.id
         fut = asyncio.get_running_loop().create_future()
         self._opening[wid] = fut
         link = self._new_link(worker)

@@ -9,12 +9,14 @@ constructor and never holds the broker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from raysleuth.dap.channel import ChannelClosed, DapChannel
 from raysleuth.errors import SleuthError
+from raysleuth.model.worker import Worker
 from raysleuth.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ class Agents(Protocol):
 class WorkerLink:
     def __init__(
         self,
-        worker: dict,
+        worker: Worker,
         *,
         relays: Relays,
         agents: Agents,
@@ -56,8 +58,8 @@ class WorkerLink:
         """`ray_debugger_port(worker_id)`: the port of Ray's own debugpy if the worker is paused
         in Ray's breakpoint(); `on_change()`: this link's stopped state changed; `on_closed(link)`:
         the link closed (called once, before the lease hears of it)."""
-        self.worker = dict(worker)
-        self.worker_id = worker["id"]
+        self.worker = dataclasses.replace(worker)
+        self.worker_id = worker.id
         self._relays = relays
         self._agents = agents
         self._ray_debugger_port = ray_debugger_port
@@ -81,14 +83,14 @@ class WorkerLink:
 
     def __str__(self) -> str:
         w = self.worker
-        return f"WorkerLink[rank={w.get('rank')} pid={w.get('pid')} node={str(w.get('node_id'))[:4]}]"
+        return f"WorkerLink[rank={w.rank} pid={w.pid} node={str(w.node_id)[:4]}]"
 
     # --- opening ----------------------------------------------------------------------------
 
     async def open(self, progress=None) -> None:
         say = progress or (lambda _msg: None)
         host, port = await self._listener(say)
-        self.relay = relay = await self._relays.relay_for(self.worker.get("node_id"))
+        self.relay = relay = await self._relays.relay_for(self.worker.node_id)
         res = await relay.open.remote(host, port)
         if not res.get("ok"):
             raise SleuthError(
@@ -139,13 +141,13 @@ class WorkerLink:
 
     async def _listener(self, say) -> tuple[str, int]:
         port = self._ray_debugger_port(self.worker_id)
-        if port and not self.worker.get("agent"):
+        if port and not self.worker.agent:
             # No agent, paused in Ray's own breakpoint(): Ray's debugpy listens on the node's address.
             self.via_ray_breakpoint = True
-            return self.worker.get("node_ip") or "127.0.0.1", int(port)
-        if not self.worker.get("agent"):
+            return self.worker.node_ip or "127.0.0.1", int(port)
+        if not self.worker.agent:
             raise SleuthError(
-                f"Worker pid {self.worker.get('pid')} has no Ray Sleuth agent and is not paused in "
+                f"Worker pid {self.worker.pid} has no Ray Sleuth agent and is not paused in "
                 "breakpoint(), so there is no debugger to attach to.",
                 "Start the cluster with RAYSLEUTH=1 (or the runtime_env setup hook) and restart the job.",
             )

@@ -42,18 +42,16 @@ def decide(local: dict[str, str], remote: dict[str, str | None]) -> bool:
     return bool(both) and all(local[rel] == remote[rel] for rel in both)
 
 
-async def auto_mapping(agents, worker: dict, local_root: str) -> list[dict]:
+async def auto_mapping(agents, worker, local_root: str) -> list[dict]:
     """[{localRoot, remoteRoot}] when the worker's cwd is a matching copy of local_root, else []."""
-    cwd = worker.get("cwd")
+    cwd = worker.cwd
     if not cwd or not local_root or os.path.normpath(cwd) == os.path.normpath(local_root):
         return []
     local = local_sample(local_root)
     if not local:
         return []
-    res = await agents.command(
-        worker["id"], {"op": "digests", "root": cwd, "paths": list(local)}, 20.0
-    )
+    res = await agents.command(worker.id, {"op": "digests", "root": cwd, "paths": list(local)}, 20.0)
     if not res.get("ok") or not decide(local, res.get("digests") or {}):
-        log.info("no automatic path mapping for %s: %s and %s differ", worker["id"][:8], local_root, cwd)
+        log.info("no automatic path mapping for %s: %s and %s differ", worker.id[:8], local_root, cwd)
         return []
     return [{"localRoot": local_root, "remoteRoot": cwd}]

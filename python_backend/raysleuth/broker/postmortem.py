@@ -89,7 +89,8 @@ class PostMortem:
 
     async def record_death(self, sw: dict, report: dict | None) -> CrashRecord:
         wid = sw["worker_id"]
-        w = self.table.get(wid) or {"id": wid, "pid": sw.get("pid")}
+        w = self.table.get(wid)
+        worker = w.to_json() if w is not None else {"id": wid, "pid": sw.get("pid")}
         detail = (sw.get("exit_detail") or "").strip()
         kind = DEATH_TYPES[sw["exit_type"]]
         fault = None
@@ -114,7 +115,7 @@ class PostMortem:
             "frames": fault_frames(fault),
             "gpu": (last or {}).get("gpu"),
             "last_report": last,
-            "worker": dict(w),
+            "worker": worker,
         }
         return self.add_crash(rec)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from raysleuth.broker.workers import StateSnapshot, comparable, merge_nodes, merge_workers
+from raysleuth.model.worker import Worker
 
 
 class WorkerTable:
@@ -28,7 +29,7 @@ class WorkerTable:
         self.stopped_links: dict[str, dict | None] = {}
         """Worker id → where it is paused (or None while that is being found) while a link
         holds it stopped."""
-        self._workers: list[dict] = []
+        self._workers: list[Worker] = []
         self._published: list[dict] | None = None
         hub.on("link", self._on_link)
         hub.on("crash-filed", lambda _rec: self.recompute())
@@ -64,25 +65,28 @@ class WorkerTable:
     def recompute(self) -> None:
         workers = merge_workers(self.reports, self.state, self.clock())
         for w in workers:
-            if w["id"] in self.stopped_links and w["state"] != "exited":
-                w["state"] = "paused"
-                w["paused_at"] = self.stopped_links[w["id"]]
-            if w.get("crash") is None:
-                rec = self.crashes.latest_for(w["id"])
-                w["crash"] = rec.id if rec is not None else None
-            w["gpu_memory"] = self.gpu.summary(w["id"])
+            if w.id in self.stopped_links and w.state != "exited":
+                w.state = "paused"
+                w.paused_at = self.stopped_links[w.id]
+            if w.crash is None:
+                rec = self.crashes.latest_for(w.id)
+                w.crash = rec.id if rec is not None else None
+            w.gpu_memory = self.gpu.summary(w.id)
         self._workers = workers
         view = comparable(workers)
         if view != self._published:
             self._published = view
-            self.hub.publish("workers", workers)
+            self.hub.publish("workers", self.workers_json())
         self.hub.emit("table", None)
 
-    def workers(self) -> list[dict]:
+    def workers(self) -> list[Worker]:
         return self._workers
 
-    def get(self, worker_id: str) -> dict | None:
-        return next((w for w in self._workers if w["id"] == worker_id), None)
+    def workers_json(self) -> list[dict]:
+        return [w.to_json() for w in self._workers]
+
+    def get(self, worker_id: str) -> Worker | None:
+        return next((w for w in self._workers if w.id == worker_id), None)
 
     def nodes(self) -> list[dict]:
         return merge_nodes(self.state, self._workers)
@@ -92,7 +96,7 @@ class WorkerTable:
 
     def live_ids(self) -> set[str]:
         """Workers that are neither gone nor crashed (those arm points)."""
-        return {w["id"] for w in self._workers if w["state"] not in ("exited", "crashed")}
+        return {w.id for w in self._workers if w.state not in ("exited", "crashed")}
 
     def ray_debugger_port(self, worker_id: str) -> int | None:
         return self.ray_debugger_ports.get(worker_id)
@@ -104,5 +108,5 @@ class WorkerTable:
         )
 
     def counts(self) -> dict:
-        live = [w for w in self._workers if w["state"] != "exited"]
-        return {"workers": len(live), "agents": sum(1 for w in live if w["agent"])}
+        live = [w for w in self._workers if w.live]
+        return {"workers": len(live), "agents": sum(1 for w in live if w.agent)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raysleuth import names
+from raysleuth.model.worker import FIELDS, Worker
 
 STALE_AFTER_S = 15.0
 """An agent silent this long, and unknown to the State API, is taken to have exited."""
@@ -19,35 +20,14 @@ KEEP_EXITED_S = 600.0
 MAX_EXITED = 200
 """At most this many exited workers are kept (newest first)."""
 
-WORKER_FIELDS = (
-    "id",
-    "pid",
-    "node_id",
-    "node_ip",
-    "job_id",
-    "actor_id",
-    "actor_class",
-    "actor_name",
-    "task",
-    "rank",
-    "local_rank",
-    "world_size",
-    "gpu_ids",
-    "state",
-    "paused_at",
-    "agent",
-    "python",
-    "last_seen",
-    "cwd",
-    "armed",
-    "crash",
-    "held_until",
-    "gpu_memory",
-)
-"""The contract's fields of a worker object, in order (`cwd` extends it, for path mapping;
-`armed` lists the ids of cluster points armed in the worker now; `crash` is the id of its latest
-crash record, `held_until` the time a crashed worker held for an attach is let go;
-`gpu_memory` is {used_bytes, peak_bytes, growing} from its GPU samples, or null)."""
+WORKER_FIELDS = FIELDS
+"""The worker object's fields, in order (raysleuth.model.worker.Worker)."""
+
+REPORTED = (
+    "pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name", "rank",
+    "local_rank", "world_size", "gpu_ids", "python", "cwd", "armed",
+)  # fmt: skip
+"""What an agent's report says of its worker, taken over as it is."""
 
 
 @dataclass
@@ -62,21 +42,15 @@ class StateSnapshot:
     time: float = 0.0
 
 
-def _blank(worker_id: str) -> dict:
-    w = dict.fromkeys(WORKER_FIELDS)
-    w.update(id=worker_id, gpu_ids=[], agent=False, state="idle", armed=[])
-    return w
-
-
 def _own_actor(actor: dict) -> bool:
     return actor.get("class_name") in names.OWN_ACTOR_CLASSES and (
         actor.get("ray_namespace") in (None, names.NAMESPACE)
     )
 
 
-def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) -> list[dict]:
+def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) -> list[Worker]:
     """Workers in the contract's shape: live ones first (by node, rank, pid), then exited ones."""
-    table: dict[str, dict] = {}
+    table: dict[str, Worker] = {}
     own_pids: set[tuple] = set()
     actor_by_pid: dict[tuple, dict] = {}
     task_by_worker: dict[str, dict] = {}
@@ -96,31 +70,28 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             key = (sw.get("node_id"), sw.get("pid"))
             if key in own_pids:
                 continue
-            w = _blank(sw["worker_id"])
-            w.update(pid=sw.get("pid"), node_id=sw.get("node_id"), node_ip=sw.get("ip"))
+            w = Worker(sw["worker_id"], pid=sw.get("pid"), node_id=sw.get("node_id"), node_ip=sw.get("ip"))
             alive = bool(sw.get("is_alive"))
             actor = actor_by_pid.get(key)
             if actor is not None:
-                w.update(
-                    actor_id=actor.get("actor_id"),
-                    actor_class=actor.get("class_name"),
-                    actor_name=actor.get("name") or None,
-                    job_id=actor.get("job_id"),
-                )
+                w.actor_id = actor.get("actor_id")
+                w.actor_class = actor.get("class_name")
+                w.actor_name = actor.get("name") or None
+                w.job_id = actor.get("job_id")
             task = task_by_worker.get(sw["worker_id"])
             if task is not None and alive:
-                w["task"] = task.get("name") or task.get("func_or_class_name")
-                w["job_id"] = w["job_id"] or task.get("job_id")
+                w.task = task.get("name") or task.get("func_or_class_name")
+                w.job_id = w.job_id or task.get("job_id")
             if not alive:
-                w["state"] = "exited"
+                w.state = "exited"
                 end = sw.get("end_time_ms") or 0
-                w["last_seen"] = end / 1000.0 if end else None
+                w.last_seen = end / 1000.0 if end else None
             else:
-                w["state"] = "running" if w["task"] else "idle"
-                w["last_seen"] = state.time
+                w.state = "running" if w.task else "idle"
+                w.last_seen = state.time
                 if sw.get("num_paused_threads"):
-                    w["state"] = "paused"
-            table[w["id"]] = w
+                    w.state = "paused"
+            table[w.id] = w
 
     for rep in reports:
         wid = rep.get("id")
@@ -129,52 +100,37 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
         own = (rep.get("node_id"), rep.get("pid")) in own_pids
         if own or rep.get("actor_class") in names.OWN_ACTOR_CLASSES:
             continue
-        w = table.get(wid) or _blank(wid)
+        w = table.get(wid) or Worker(wid)
         known_to_ray = wid in table
-        for key in (
-            "pid",
-            "node_id",
-            "node_ip",
-            "job_id",
-            "actor_id",
-            "actor_class",
-            "actor_name",
-            "rank",
-            "local_rank",
-            "world_size",
-            "gpu_ids",
-            "python",
-            "cwd",
-            "armed",
-        ):
+        for key in REPORTED:
             if rep.get(key) is not None:
-                w[key] = rep[key]
-        w["agent"] = True
+                setattr(w, key, rep[key])
+        w.agent = True
         received = rep.get("received") or rep.get("time")
-        w["last_seen"] = max(filter(None, [w.get("last_seen"), received]), default=None)
+        w.last_seen = max(filter(None, [w.last_seen, received]), default=None)
         if rep.get("goodbye"):
-            w["state"] = "exited"
+            w.state = "exited"
         elif not known_to_ray and received is not None and now - received > STALE_AFTER_S:
-            w["state"] = "exited"
-        elif w["state"] != "exited":
+            w.state = "exited"
+        elif w.state != "exited":
             if rep.get("state") in ("paused", "crashed"):
-                w["state"] = rep["state"]
-                w["paused_at"] = rep.get("paused_at")
+                w.state = rep["state"]
+                w.paused_at = rep.get("paused_at")
                 if rep["state"] == "crashed":
-                    w["crash"] = rep.get("crash")
-                    w["held_until"] = rep.get("held_until")
+                    w.crash = rep.get("crash")
+                    w.held_until = rep.get("held_until")
             elif not known_to_ray:
-                w["state"] = "running" if w.get("task") else "idle"
+                w.state = "running" if w.task else "idle"
         table[wid] = w
 
-    live = [w for w in table.values() if w["state"] != "exited"]
+    live = [w for w in table.values() if w.state != "exited"]
     exited = [
         w
         for w in table.values()
-        if w["state"] == "exited" and (w.get("last_seen") is None or now - w["last_seen"] <= KEEP_EXITED_S)
+        if w.state == "exited" and (w.last_seen is None or now - w.last_seen <= KEEP_EXITED_S)
     ]
-    live.sort(key=lambda w: (w.get("node_id") or "", _rank_key(w.get("rank")), w.get("pid") or 0))
-    exited.sort(key=lambda w: -(w.get("last_seen") or 0))
+    live.sort(key=lambda w: (w.node_id or "", _rank_key(w.rank), w.pid or 0))
+    exited.sort(key=lambda w: -(w.last_seen or 0))
     return live + exited[:MAX_EXITED]
 
 
@@ -182,12 +138,12 @@ def _rank_key(rank) -> tuple:
     return (0, rank) if isinstance(rank, int) else (1, 0)
 
 
-def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
+def merge_nodes(state: StateSnapshot | None, workers: list[Worker]) -> list[dict]:
     """Nodes in the contract's shape, with the number of live workers on each."""
     counts: dict[str, int] = {}
     for w in workers:
-        if w["state"] != "exited" and w.get("node_id"):
-            counts[w["node_id"]] = counts.get(w["node_id"], 0) + 1
+        if w.state != "exited" and w.node_id:
+            counts[w.node_id] = counts.get(w.node_id, 0) + 1
     nodes: dict[str, dict] = {}
     for n in state.nodes if state else []:
         nodes[n["node_id"]] = {
@@ -198,11 +154,11 @@ def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
             "head": bool(n.get("is_head_node")),
         }
     for w in workers:  # nodes known only through agents (no State API)
-        nid = w.get("node_id")
+        nid = w.node_id
         if nid and nid not in nodes:
             nodes[nid] = {
                 "node_id": nid,
-                "node_ip": w.get("node_ip"),
+                "node_ip": w.node_ip,
                 "alive": True,
                 "workers": counts.get(nid, 0),
                 "head": False,
@@ -210,6 +166,6 @@ def merge_nodes(state: StateSnapshot | None, workers: list[dict]) -> list[dict]:
     return sorted(nodes.values(), key=lambda n: (not n["head"], n["node_ip"] or "", n["node_id"]))
 
 
-def comparable(workers: list[dict]) -> list[dict]:
+def comparable(workers: list[Worker]) -> list[dict]:
     """The table without timestamps, to tell whether a change is worth an event."""
-    return [{k: v for k, v in w.items() if k != "last_seen"} for w in workers]
+    return [dict(w.to_json(), last_seen=None) for w in workers]

@@ -66,19 +66,21 @@ class Scope(NamedTuple):
             tuple(data.get("actors") or ()),
         )
 
-    def match(self, worker: dict) -> bool | None:
-        """True or False for this worker; None while its rank is unknown and could still match."""
+    def match(self, worker) -> bool | None:
+        """True or False for this worker (a Worker or an identity dict); None while its rank is
+        unknown and could still match."""
+        get = worker.get if isinstance(worker, dict) else (lambda k: getattr(worker, k, None))
         if self.nodes:
-            node_id = str(worker.get("node_id") or "")
-            node_ip = str(worker.get("node_ip") or "")
+            node_id = str(get("node_id") or "")
+            node_ip = str(get("node_ip") or "")
             if not any(node_id.startswith(n) or node_ip == n for n in self.nodes):
                 return False
         if self.actors:
-            names = {worker.get("actor_class"), worker.get("actor_name")}
+            names = {get("actor_class"), get("actor_name")}
             if not names.intersection(self.actors):
                 return False
         if self.ranks is not None:
-            rank = worker.get("rank")
+            rank = get("rank")
             if rank is None:
                 return None
             return rank in self.ranks

@@ -46,8 +46,11 @@ def test_bearer_check_accepts_scheme_case_insensitively():
 class FakeTable:
     """Only the table's seam that the HTTP layer reads."""
 
-    def workers(self):
+    def workers_json(self):
         return [{"id": "w1"}]
+
+    def get(self, wid):
+        return None
 
     def nodes(self):
         raise RuntimeError("boom")

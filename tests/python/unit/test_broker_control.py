@@ -21,7 +21,7 @@ class FakeLink:
     opened: list[str] = []
 
     def __init__(self, worker, *, relays, agents, ray_debugger_port, on_change, on_closed):
-        self.worker, self.worker_id = worker, worker["id"]
+        self.worker, self.worker_id = worker, worker.id
         self.on_change, self.on_closed = on_change, on_closed
         self.lease = None
         self.stopped: dict = {}
@@ -33,7 +33,7 @@ class FakeLink:
         return f"FakeLink[{self.worker_id}]"
 
     async def open(self, progress=None):
-        if self.worker.get("fail_open"):
+        if self.worker.actor_name == "fails to open":
             raise SleuthError("no debugger", "hint")
         FakeLink.opened.append(self.worker_id)
         await asyncio.sleep(0)
@@ -89,8 +89,9 @@ async def test_evaluate_answers_per_paused_rank_in_rank_order_and_one_failure_st
 
 @pytest.mark.parametrize(
     "body, words",
-    [({}, "missing"), ({"expression": "a +"}, "not a Python expression"), ({"expression": "a", "ranks": "0"}, "ranks"),
-     ({"expression": "a", "ranks": [True]}, "ranks"), ({"expression": "a", "workers": [1]}, "workers")],
+    [({}, "missing"), ({"expression": "a +"}, "not a Python expression"),
+     ({"expression": "a", "ranks": "0"}, "ranks"), ({"expression": "a", "ranks": [True]}, "ranks"),
+     ({"expression": "a", "workers": [1]}, "workers")],
 )  # fmt: skip
 async def test_bad_evaluate_requests_say_how(body, words):
     control, *_ = setup([worker("w1", rank=1, state="paused")])
@@ -156,7 +157,7 @@ async def test_a_released_link_clears_the_sessions_breakpoints_lets_the_worker_g
 
 
 async def test_a_failed_open_leaves_no_link_and_says_why():
-    w = worker("w1", fail_open=True)
+    w = worker("w1", actor_name="fails to open")
     _, leases, *_ = setup([w])
     with pytest.raises(SleuthError, match="no debugger"):
         await leases.lease(w, "s")

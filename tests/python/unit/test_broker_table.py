@@ -42,7 +42,7 @@ def test_the_table_publishes_workers_only_when_what_a_client_sees_changed(tmp_pa
     table, hub, _ = make_table(tmp_path)
     q = hub.subscribe()
     table.take_reports([report("w1", 11, rank=0)])
-    assert [w["rank"] for w in table.workers()] == [0] and len(frames(q)) == 1
+    assert [w.rank for w in table.workers()] == [0] and len(frames(q)) == 1
     table.take_reports([report("w1", 11, rank=0, received=NOW - 0.5)])  # only a timestamp moved
     assert frames(q) == []
     table.take_reports([report("w1", 11, rank=1)])
@@ -57,9 +57,9 @@ def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
         {"worker": "w1", "stopped": True, "paused_at": {"path": "/t.py", "line": 3, "reason": "pause"}},
     )
     w = table.get("w1")
-    assert w["state"] == "paused" and w["paused_at"]["line"] == 3
+    assert w.state == "paused" and w.paused_at["line"] == 3
     hub.emit("link", {"worker": "w1", "stopped": False})
-    assert table.get("w1")["state"] == "idle"
+    assert table.get("w1").state == "idle"
 
 
 def test_a_filed_crash_reaches_the_workers_row(tmp_path):
@@ -67,7 +67,7 @@ def test_a_filed_crash_reaches_the_workers_row(tmp_path):
     table.take_reports([report("w1", 11)])
     rec = crashes.add({"kind": "exception", "time": NOW, "exc_type": "ValueError", "worker": {"id": "w1"}})
     hub.emit("crash-filed", rec)
-    assert table.get("w1")["crash"] == rec.id
+    assert table.get("w1").crash == rec.id
 
 
 def test_ray_debugger_ports_come_from_paused_live_workers_only(tmp_path):

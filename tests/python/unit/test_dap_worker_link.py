@@ -12,6 +12,7 @@ from raysleuth.broker.links import LinkClosed, WorkerLink
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.transport import CallTransport
 from raysleuth.errors import SleuthError
+from raysleuth.model.worker import Worker
 
 
 class FakeDebugpy:
@@ -125,7 +126,7 @@ class Collaborators:
         return {"ok": True, "host": "127.0.0.1", "port": 5678}
 
     def link(self, **worker) -> WorkerLink:
-        w = {"id": "w1", "pid": 42, "rank": 3, "node_id": "node-1", "agent": True, **worker}
+        w = Worker(**{"id": "w1", "pid": 42, "rank": 3, "node_id": "node-1", "agent": True, **worker})
         return WorkerLink(
             w,
             relays=self,

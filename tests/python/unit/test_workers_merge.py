@@ -56,20 +56,20 @@ def report(worker_id, pid, rank=None, **kw):
 
 
 def by_id(workers):
-    return {w["id"]: w for w in workers}
+    return {w.id: w for w in workers}
 
 
 def test_agent_fields_join_state_api_worker():
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=2)], state, NOW)
-    got = (w["agent"], w["rank"], w["actor_class"], w["actor_id"], w["state"])
+    got = (w.agent, w.rank, w.actor_class, w.actor_id, w.state)
     assert got == (True, 2, "Learner", "a1", "idle")
 
 
 def test_worker_without_agent_is_listed_and_marked():
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[], time=NOW)
     [w] = merge_workers([], state, NOW)
-    assert w["agent"] is False and w["state"] == "idle" and w["pid"] == 11
+    assert w.agent is False and w.state == "idle" and w.pid == 11
 
 
 def test_running_task_from_state_api_names_the_task():
@@ -79,24 +79,24 @@ def test_running_task_from_state_api_names_the_task():
         time=NOW,
     )
     [w] = merge_workers([], state, NOW)
-    assert (w["state"], w["task"], w["job_id"]) == ("running", "slow_task", "02000000")
+    assert (w.state, w.task, w.job_id) == ("running", "slow_task", "02000000")
 
 
 def test_dead_worker_becomes_exited_even_with_a_fresh_report():
     state = StateSnapshot(workers=[sw("w1", 11, alive=False, end_time_ms=(NOW - 5) * 1000)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=0)], state, NOW)
-    assert w["state"] == "exited"
+    assert w.state == "exited"
 
 
 def test_agent_goodbye_marks_exited():
     [w] = merge_workers([report("w1", 11, goodbye={"reason": "exit", "time": NOW})], None, NOW)
-    assert w["state"] == "exited"
+    assert w.state == "exited"
 
 
 def test_silent_agent_unknown_to_ray_goes_stale():
     reps = [report("w1", 11, received=NOW - STALE_AFTER_S - 1), report("w2", 12)]
     ws = by_id(merge_workers(reps, None, NOW))
-    assert ws["w1"]["state"] == "exited" and ws["w2"]["state"] == "idle"
+    assert ws["w1"].state == "exited" and ws["w2"].state == "idle"
 
 
 def test_drivers_and_raysleuth_own_actors_are_hidden():
@@ -104,18 +104,18 @@ def test_drivers_and_raysleuth_own_actors_are_hidden():
     state = StateSnapshot(
         workers=[sw("d1", 10, worker_type="DRIVER"), sw("r", 13), sw("w1", 11)], actors=[own], time=NOW
     )
-    assert [w["id"] for w in merge_workers([], state, NOW)] == ["w1"]
+    assert [w.id for w in merge_workers([], state, NOW)] == ["w1"]
 
 
 def test_users_class_named_like_ours_in_their_namespace_is_shown():
     theirs = actor("x", 13, cls="NodeRelay", ray_namespace="user")
     state = StateSnapshot(workers=[sw("w", 13)], actors=[theirs], time=NOW)
-    assert [w["actor_class"] for w in merge_workers([], state, NOW)] == ["NodeRelay"]
+    assert [w.actor_class for w in merge_workers([], state, NOW)] == ["NodeRelay"]
 
 
 def test_paused_by_ray_debugger_threads_shows_paused():
     state = StateSnapshot(workers=[sw("w1", 11, num_paused_threads=1)], time=NOW)
-    assert merge_workers([], state, NOW)[0]["state"] == "paused"
+    assert merge_workers([], state, NOW)[0].state == "paused"
 
 
 def test_live_workers_sorted_by_rank_then_exited_newest_first():
@@ -131,7 +131,7 @@ def test_live_workers_sorted_by_rank_then_exited_newest_first():
         ],
         time=NOW,
     )
-    assert [w["id"] for w in merge_workers(reps, state, NOW)] == ["w0", "w3", "wx", "new", "old"]
+    assert [w.id for w in merge_workers(reps, state, NOW)] == ["w0", "w3", "wx", "new", "old"]
 
 
 def test_nodes_count_live_workers():
@@ -149,7 +149,7 @@ def test_every_worker_has_exactly_the_contract_fields():
 
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=1, extra="x")], state, NOW)
-    assert tuple(w) == WORKER_FIELDS
+    assert tuple(w.to_json()) == WORKER_FIELDS and "extra" not in w.to_json()
 
 
 def test_a_worker_held_after_a_crash_shows_crashed_at_the_raise_line():
@@ -157,7 +157,7 @@ def test_a_worker_held_after_a_crash_shows_crashed_at_the_raise_line():
     at = {"path": "/job.py", "line": 28, "reason": "exception"}
     rep = report("w1", 11, rank=0, state="crashed", paused_at=at, crash="c-1", held_until=NOW + 120)
     [w] = merge_workers([rep], state, NOW)
-    assert (w["state"], w["paused_at"], w["crash"], w["held_until"]) == ("crashed", at, "c-1", NOW + 120)
+    assert (w.state, w.paused_at, w.crash, w.held_until) == ("crashed", at, "c-1", NOW + 120)
     # Once let go (the report says running again) it is an ordinary live worker.
     [w] = merge_workers([report("w1", 11, rank=0)], state, NOW)
-    assert (w["state"], w["crash"], w["held_until"]) == ("idle", None, None)
+    assert (w.state, w.crash, w.held_until) == ("idle", None, None)

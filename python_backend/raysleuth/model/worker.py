@@ -1,0 +1,63 @@
+"""A worker as the broker lists it (`GET /v1/workers`): one Ray worker process, merged from its
+agent's reports and Ray's State API. The contract's fields, in order, then our extensions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+STATES = ("running", "idle", "paused", "crashed", "exited")
+
+
+@dataclass
+class Worker:
+    id: str
+    #: Ray's worker id (hex).
+    pid: int | None = None
+    node_id: str | None = None
+    node_ip: str | None = None
+    job_id: str | None = None
+    actor_id: str | None = None
+    actor_class: str | None = None
+    actor_name: str | None = None
+    task: str | None = None
+    #: Name of the task (or actor method) running now.
+    rank: int | None = None
+    #: From raysleuth.set_rank(), RANK/LOCAL_RANK/WORLD_SIZE or Ray Train's context.
+    local_rank: int | None = None
+    world_size: int | None = None
+    gpu_ids: list = field(default_factory=list)
+    state: str = "idle"
+    #: One of STATES.
+    paused_at: dict | None = None
+    #: {path, line, reason} while paused or held after a crash.
+    agent: bool = False
+    #: False for a worker seen only through Ray's State API.
+    python: str | None = None
+    last_seen: float | None = None
+    cwd: str | None = None
+    #: The worker's working folder (path mapping).
+    armed: list = field(default_factory=list)
+    #: Ids of the cluster points armed in the worker now.
+    crash: str | None = None
+    #: Id of its newest crash record.
+    held_until: float | None = None
+    #: A crashed worker held for an attach is let go at this time.
+    gpu_memory: dict | None = None
+    #: {used_bytes, peak_bytes, growing} from its GPU samples.
+
+    @property
+    def live(self) -> bool:
+        return self.state != "exited"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Worker:
+        return cls(**{k: v for k, v in data.items() if k in FIELDS})
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Worker))
+"""The worker object's fields, in the contract's order."""
