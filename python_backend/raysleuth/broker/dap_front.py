@@ -8,17 +8,17 @@ paths mapped. Ending a session leaves the worker running and its link open.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.targets import resolve_target
-from raysleuth.dap.framing import FramingError, encode, read_message
+from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
 from raysleuth.model.scope import split_condition
 from raysleuth.model.worker import Worker
+from raysleuth.swallow import swallowed
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,8 @@ class DapSession:
         DapSession._next_id += 1
         self.id = DapSession._next_id
         self.door = door
-        self.reader = reader
-        self.writer = writer
-        self.seq = 0
+        self.channel = DapChannel(reader, writer, name=self, on_request=self.on_request)
+        """The client's connection: requests come to `on_request`, answers go back through it."""
         self.link = None
         self.paths = PathMapper()
         self.breakpoint_sources: set[str] = set()
@@ -71,7 +70,6 @@ class DapSession:
         self.configured = False
         self.replay = None
         """A read-only session over a stored crash record (attach {crash})."""
-        self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
 
     def __str__(self) -> str:
@@ -80,30 +78,11 @@ class DapSession:
 
     # --- sending ----------------------------------------------------------------------------
 
-    async def send(self, message: dict) -> None:
-        async with self._write_lock:
-            self.seq += 1
-            message["seq"] = self.seq
-            self.writer.write(encode(message))
-            with contextlib.suppress(ConnectionError):
-                await self.writer.drain()
-
     async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> None:
-        msg = {
-            "type": "response",
-            "request_seq": request.get("seq", 0),
-            "command": request.get("command"),
-            "success": error is None,
-        }
-        if error is not None:
-            msg["message"] = error
-            msg["body"] = {"error": {"id": 1, "format": error, "showUser": True}}
-        elif body is not None:
-            msg["body"] = body
-        await self.send(msg)
+        await self.channel.respond(request, body, error)
 
     async def event(self, event: str, body: dict | None = None) -> None:
-        await self.send({"type": "event", "event": event, "body": body or {}})
+        await self.channel.event(event, body)
 
     async def output(self, text: str, category: str = "console") -> None:
         await self.event("output", {"category": category, "output": text.rstrip("\n") + "\n"})
@@ -286,15 +265,7 @@ class DapSession:
         if resp.get("success", False):
             await self.respond(request, body)
         else:
-            msg = {
-                "type": "response",
-                "request_seq": request.get("seq", 0),
-                "command": command,
-                "success": False,
-                "message": resp.get("message") or "failed",
-                "body": body,
-            }
-            await self.send(msg)
+            await self.respond(request, body, error=resp.get("message") or "failed")
 
     async def release(self) -> None:
         """End this session's lease: its breakpoints go, a stopped worker runs on."""
@@ -312,37 +283,32 @@ class DapSession:
         await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
         await self.event("terminated")
 
+    async def on_request(self, request: dict) -> bool:
+        """One request from the client, in arrival order; False ends the session."""
+        command = request.get("command")
+        handler = getattr(self, f"{command}_request", None)
+        if handler is not None:
+            return await handler(request)
+        if self.replay is not None:
+            await self._replay_answer(request)
+        elif self.link is None:
+            await self.respond(
+                request,
+                error=(
+                    f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
+                    "{token, worker} or {token, rank} first."
+                ),
+            )
+        else:
+            # Sent in order, answered as they come: a slow evaluate blocks nothing.
+            self._spawn(self.forward(request))
+            await asyncio.sleep(0)
+        return True
+
     async def run(self) -> None:
         try:
-            while True:
-                try:
-                    request = await read_message(self.reader)
-                except (FramingError, asyncio.IncompleteReadError) as exc:
-                    log.info("%s: bad input (%s); closing", self, exc)
-                    return
-                if request is None:
-                    return
-                if request.get("type") != "request":
-                    continue
-                command = request.get("command")
-                handler = getattr(self, f"{command}_request", None)
-                if handler is not None:
-                    if not await handler(request):
-                        return
-                elif self.replay is not None:
-                    await self._replay_answer(request)
-                elif self.link is None:
-                    await self.respond(
-                        request,
-                        error=(
-                            f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
-                            "{token, worker} or {token, rank} first."
-                        ),
-                    )
-                else:
-                    # Sent in order, answered as they come: a slow evaluate blocks nothing.
-                    self._spawn(self.forward(request))
-                    await asyncio.sleep(0)
+            reason = await self.channel.run()
+            log.info("%s ended: %s", self, reason)
         finally:
             await self.release()
 
@@ -362,14 +328,14 @@ class DapFrontDoor:
         session = DapSession(self, reader, writer)
         try:
             await session.run()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+        except (ConnectionError, asyncio.CancelledError) as exc:
+            log.info("%s: %s", session, type(exc).__name__)
         except Exception:  # noqa: BLE001 - one session's failure must not end the broker
             log.exception("%s failed", session)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowed(log, "releasing %s", session, level=logging.INFO):
                 await session.release()
-            writer.close()
+            await session.channel.close("the front door closed the session")
 
 
 def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:

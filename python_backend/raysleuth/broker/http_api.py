@@ -135,8 +135,8 @@ def make_app(svc: Services) -> web.Application:
                 if frame is None:  # the broker stops
                     break
                 await resp.write(frame)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except (ConnectionResetError, asyncio.CancelledError) as exc:
+            log.debug("a stream client left: %r", exc)
         finally:
             svc.hub.unsubscribe(queue)
         return resp

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 
 import ray
+
+from raysleuth.swallow import swallow_exception
+
+log = logging.getLogger(__name__)
 
 RECV_CHUNK = 1 << 16
 
@@ -59,8 +64,8 @@ class NodeRelay:
                     break
                 conn.buffer += data
                 conn.data_ready.set()
-        except (OSError, asyncio.CancelledError):
-            pass
+        except (OSError, asyncio.CancelledError) as exc:
+            log.debug("relay connection ended: %r", exc)
         finally:
             conn.closed = True
             conn.data_ready.set()
@@ -117,8 +122,8 @@ class NodeRelay:
                 os.path.realpath(node.get_session_dir_path()),
                 os.path.realpath(node.get_temp_dir_path()),
             ]
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception:  # noqa: BLE001 - not in a Ray worker: only the temp dir is allowed
+            swallow_exception(log, "finding this node's Ray session folder", level=logging.INFO)
         if not any(real.startswith(r + os.sep) for r in roots) or not os.path.isfile(real):
             return None
         with open(real, "rb") as f:

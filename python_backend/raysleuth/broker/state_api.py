@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 
 from raysleuth.broker.workers import StateSnapshot
+from raysleuth.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def ray_auth_headers() -> dict[str, str]:
 
         return dict(get_auth_headers_if_auth_enabled({}))
     except Exception:  # noqa: BLE001 - private Ray API moved: fall back to the documented sources
-        pass
+        swallow_exception(log, "reading Ray's auth headers through its private API", level=logging.INFO)
     if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
         return {}
     token = os.environ.get("RAY_AUTH_TOKEN")
