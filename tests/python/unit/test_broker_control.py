@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_fakes import FakeAgents, FakeRelays, FakeTable, worker
+from broker_fakes import FakeAgents, FakeRelays, FakeTable, Remote, worker
 
 from raysleuth.broker.control import Control
 from raysleuth.broker.diagnose import Doctor
@@ -223,3 +223,34 @@ async def test_the_doctor_reports_a_node_that_cannot_answer_as_failed():
     report = await down.report()
     assert not report["ok"] and "gone" in report["nodes"][0]["checks"][0]["detail"]
     assert report["broker"][2]["status"] == "info"
+
+
+class FakeRegistry:
+    """The registry actor's methods the broker's Agents service calls."""
+
+    def __init__(self):
+        self.watch = []
+        self.points = []
+        self.set_points = Remote(lambda specs: self.points.append(specs) or f"v{len(self.points)}")
+        self.set_watch = Remote(lambda watched, hold: self.watch.append((watched, hold)))
+        self.command = Remote(lambda wid, cmd, timeout: {"ok": True, "worker": wid, "op": cmd["op"]})
+        self.changes = Remote(lambda since, wait: {"version": since + 1, "reports": []})
+
+
+async def test_the_agents_service_speaks_to_the_registry_and_leaves_the_set_in_rays_kv(monkeypatch):
+    from raysleuth.broker import agents as agents_mod
+
+    kv = []
+    monkeypatch.setattr(agents_mod, "kv_put_points", kv.append)
+    agents = agents_mod.Agents(hold_s=90.0)
+    with pytest.raises(SleuthError) as err:  # before the registry runs: a clear error, not a crash
+        await agents.command("w1", {"op": "ping"}, 1.0)
+    assert err.value.hint
+    await agents.set_points([{"id": "bp-1"}])  # nothing to tell yet: no error either
+    agents.registry = reg = FakeRegistry()
+    await agents.set_points([{"id": "bp-1"}])
+    assert reg.points == [[{"id": "bp-1"}]] and kv == [{"version": "v1", "points": [{"id": "bp-1"}]}]
+    await agents.set_watch(True)
+    assert reg.watch == [(True, 90.0)]
+    assert (await agents.command("w1", {"op": "ping"}, 1.0))["worker"] == "w1"
+    assert (await agents.changes(4, 0.1))["version"] == 5
