@@ -224,3 +224,16 @@ def test_a_call_during_a_re_arm_still_fires(t, monkeypatch):
     target(3)
     make_closure()(4)
     assert rec.logs() == ["a=2", "a=4", "a=6", "x=4"]
+
+
+def test_a_failure_behind_the_hook_never_reaches_the_task(t):
+    """The seam to the broker failing (here: emit raises) is logged to the agent's log, and the
+    armed function returns its value as if nothing were armed."""
+    tr, rec = t
+
+    def broken_emit(kind, payload):
+        raise ConnectionError("registry gone")
+
+    rec.emit = broken_emit
+    tr.update([spec("l", logMessage="x")], rec.identity())
+    assert [target(i) for i in range(3)] == [1, 3, 5]
