@@ -97,7 +97,7 @@ def _agent() -> dict:
 
 
 def _gpu() -> dict:
-    from raysleuth.agent import gpu
+    from raysleuth import gpu
 
     why = gpu.unavailable()
     if why is not None:

@@ -16,6 +16,7 @@ import time
 
 from raysleuth.agent.arming import Arming
 from raysleuth.agent.identity import Identity, fault_file, ray_connected
+from raysleuth.agent.log import swallow
 from raysleuth.agent.outbox import Outbox
 from raysleuth.agent.registry import LOOKUP_RETRY_S, RegistryLink
 from raysleuth.agent.reporting import build_report
@@ -214,12 +215,12 @@ class Agent:
     # --- the loop -----------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        from raysleuth.agent import gpu
+        from raysleuth import gpu
 
         while not self._stop.is_set():
             info = self.report()
             if not info.get("driver"):
-                info["gpu"] = gpu.sample()  # the last one is kept for a worker that dies
+                info["gpu"] = gpu.sample(swallow)  # the last one is kept for a worker that dies
             if self.disabled:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return

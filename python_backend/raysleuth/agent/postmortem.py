@@ -154,7 +154,8 @@ def _task() -> dict:
 
 def build_record(agent, exc_info) -> dict:
     """The crash record of `exc_info` (the exception being handled), bounded in size and time."""
-    from raysleuth.agent import capture, gpu
+    from raysleuth import gpu
+    from raysleuth.agent import capture
 
     t0 = time.perf_counter()
     exc_type, exc, tb = exc_info
@@ -176,7 +177,7 @@ def build_record(agent, exc_info) -> dict:
         "chain": _chain(exc),
         "identity": agent.identity(),
         **_task(),
-        "gpu": gpu.sample(),
+        "gpu": gpu.sample(swallow),
         "events": _events(agent),
         "faulthandler": None,
     }

@@ -1,4 +1,6 @@
-"""GPU memory of this worker process, through NVML (`pynvml`, from nvidia-ml-py) and torch.
+"""GPU memory of this process (a worker; a node relay for the doctor), through NVML and torch.
+
+NVML comes from `pynvml` (nvidia-ml-py).
 
 The NVML module is a seam: `RAYSLEUTH_NVML=some.module` names a stand-in with pynvml's calls
 (tests use one on machines without a GPU). Without NVML or a GPU, `sample()` is None, and the
@@ -8,10 +10,15 @@ first failure is remembered so that later calls cost nothing.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import threading
 import time
+
+from raysleuth.swallow import swallow_exception
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _nvml = None
@@ -53,7 +60,7 @@ def _visible_indices(count: int) -> list[int]:
     return out
 
 
-def _torch_memory() -> dict:
+def _torch_memory(swallow) -> dict:
     torch = sys.modules.get("torch")  # never import torch here: only report what the task uses
     if torch is None:
         return {}
@@ -65,17 +72,19 @@ def _torch_memory() -> dict:
             "torch_max_allocated": int(torch.cuda.max_memory_allocated()),
         }
     except Exception:  # noqa: BLE001 - torch's counters failed: the NVML sample goes without them
-        from raysleuth.agent.log import swallow
-
-        swallow("reading torch's CUDA memory counters")
+        if swallow is not None:
+            swallow("reading torch's CUDA memory counters")
+        else:
+            swallow_exception(log, "reading torch's CUDA memory counters")
         return {}
 
 
-def sample() -> dict | None:
+def sample(swallow=None) -> dict | None:
     """{t, gpus: [{gpu, uuid, used_bytes, device_used_bytes, total_bytes}], torch_*} or None.
 
     `used_bytes` is what this process holds on that GPU (NVML's per-process accounting);
-    `device_used_bytes` is the whole device's use, all processes together.
+    `device_used_bytes` is the whole device's use, all processes together. `swallow(what)`
+    logs a failure that is ignored (the agent passes its own, which writes to its file).
     """
     nvml = _init()
     if nvml is None:
@@ -102,4 +111,4 @@ def sample() -> dict | None:
             )
     except Exception as exc:  # noqa: BLE001 - a driver hiccup: no sample this time
         return {"t": time.time(), "gpus": [], "error": f"{type(exc).__name__}: {exc}"}
-    return {"t": time.time(), "gpus": gpus, **_torch_memory()}
+    return {"t": time.time(), "gpus": gpus, **_torch_memory(swallow)}
