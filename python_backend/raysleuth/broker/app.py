@@ -36,6 +36,7 @@ from raysleuth.broker.postmortem import PostMortem
 from raysleuth.broker.relays import RelayPool
 from raysleuth.broker.state_api import StateApiClient
 from raysleuth.broker.table import WorkerTable
+from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.broker.timeline import Timeline
 from raysleuth.errors import SleuthError
 from raysleuth.paths import BROKER_FILE
@@ -67,7 +68,7 @@ class Broker:
         self.ray_context = None
         self.state_api: StateApiClient | None = None
         self._stop = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
+        self.tasks = OwnedTasks("broker")
 
         self.hub = hub = EventHub()
         self.crashes = CrashStore(state_dir)
@@ -85,24 +86,10 @@ class Broker:
         self.control = Control(self.table, self.agents, self.leases)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
         hub.on("table", lambda _: self.points.publish_listing())
-        hub.on_watchers = lambda n: self.spawn(self.agents.set_watch(n > 0))
+        hub.on_watchers = lambda n: self.tasks.spawn(self.agents.set_watch(n > 0), "telling who watches")
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
-
-    def spawn(self, coro) -> None:
-        """Run `coro` in the background, owned: cancelled and awaited when the broker stops."""
-        if self._stop.is_set():
-            coro.close()
-            return
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task failed", exc_info=task.exception())
 
     def status(self) -> dict:
         api = self.state_api
@@ -213,7 +200,7 @@ class Broker:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._stop.set)
         for watch in (self._watch_registry, self._watch_state, self._watch_emitted):
-            self.spawn(watch())
+            self.tasks.spawn(watch(), watch.__name__)
 
         ready = {
             "ready": True,
@@ -240,11 +227,7 @@ class Broker:
         with swallowed(log, "resuming paused workers at stop", level=logging.INFO):
             await asyncio.wait_for(self.control.resume_all_waiting(), 3)
         await self.leases.close_all()
-        self._stop.set()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.tasks.close()
         await self.relays.close()
         await self.postmortem.close()
         self.hub.on_watchers = None

@@ -12,6 +12,7 @@ import time
 
 from raysleuth.broker.links import WorkerLink
 from raysleuth.broker.postmortem import describe_exit
+from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
 from raysleuth.swallow import swallowed
@@ -37,8 +38,7 @@ class LinkLeases:
         self.links: dict[str, WorkerLink] = {}
         """Worker id → its link."""
         self._opening: dict[str, asyncio.Future] = {}
-        self._idle_tasks: set[asyncio.Task] = set()
-        self._closing = False
+        self.idle_timers = OwnedTasks("link leases")
 
     def __len__(self) -> int:
         return len(self.links)
@@ -149,10 +149,7 @@ class LinkLeases:
                     await link.request("disconnect", {"terminateDebuggee": False}, timeout=5)
                 await link.close("idle: no session used it")
 
-        if not self._closing:
-            task = asyncio.ensure_future(later())
-            self._idle_tasks.add(task)
-            task.add_done_callback(self._idle_tasks.discard)
+        self.idle_timers.spawn(later(), f"closing idle {link}")
 
     async def describe_exit(self, worker_id: str, wait: float = 3.0) -> str:
         """Why a worker's debugger went away, from Ray's record of its death (a killed worker's link
@@ -168,13 +165,10 @@ class LinkLeases:
 
     async def close_all(self) -> None:
         """At broker stop: every stopped worker let go, every link closed, idle timers cancelled."""
-        self._closing = True
+        self.idle_timers.closed = True
         for link in list(self.links.values()):
             with swallowed(log, "releasing %s at stop", link, level=logging.INFO):
                 await asyncio.wait_for(self.release(link, link.lease), 2)
             with swallowed(log, "closing %s at stop", link, level=logging.INFO):
                 await asyncio.wait_for(link.close("the broker stopped"), 2)
-        tasks = list(self._idle_tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.idle_timers.close()

@@ -10,6 +10,7 @@ import logging
 import re
 import time
 
+from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.broker.workers import StateSnapshot
 from raysleuth.model.crash import CrashRecord
 
@@ -33,7 +34,7 @@ class PostMortem:
         self._seen_alive: set[str] = set()
         """Workers this broker saw alive: only their deaths are news."""
         self._deaths_done: set[str] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self.tasks = OwnedTasks("post-mortem")
 
     def add_crash(self, rec: dict) -> CrashRecord:
         """File one record; fills the worker's identity from what the agent knew at the crash."""
@@ -78,14 +79,7 @@ class PostMortem:
                 continue  # an idle pool worker of no actor nor agent: nothing to look at
             self._deaths_done.add(wid)
             log.info("worker %s died (%s): recording it", wid[:8], sw.get("exit_type"))
-            task = asyncio.ensure_future(self.record_death(sw, by_id.get(wid)))
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("recording a worker death failed", exc_info=task.exception())
+            self.tasks.spawn(self.record_death(sw, by_id.get(wid)), f"recording the death of {wid[:8]}")
 
     async def record_death(self, sw: dict, report: dict | None) -> CrashRecord:
         wid = sw["worker_id"]
@@ -120,10 +114,7 @@ class PostMortem:
         return self.add_crash(rec)
 
     async def close(self) -> None:
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.tasks.close()
 
 
 def fault_frames(text: str | None) -> list[dict]:

@@ -159,7 +159,7 @@ async def test_a_worker_seen_alive_that_dies_hard_gets_one_record_with_its_fault
     reports = [{"id": "w1", "fault_file": "/logs/f.log", "gpu": {"gpus": []}}]
     pm.note_deaths(StateSnapshot(workers=[death("w1")]), reports)
     pm.note_deaths(StateSnapshot(workers=[death("w1")]), reports)  # the same death again: no second record
-    await asyncio.wait_for(asyncio.gather(*pm._tasks), 5)
+    await asyncio.wait_for(pm.tasks.wait(), 5)
     [rec] = crashes.records()
     assert (rec.kind, rec.message, rec.worker["rank"]) == ("segfault", "killed by signal 9", 2)
     assert [f["function"] for f in rec.frames] == ["boom", "run"] and filed == [rec]
@@ -175,7 +175,7 @@ def test_deaths_that_are_no_news_get_no_record(tmp_path):
     pm.note_deaths(StateSnapshot(workers=[death("b", "INTENDED_SYSTEM_EXIT")]), [])
     pm.note_deaths(StateSnapshot(workers=[death("c", alive=True)]), [])
     pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
-    assert not pm._tasks and crashes.records() == []
+    assert len(pm.tasks) == 0 and crashes.records() == []
 
 
 def test_exit_causes_in_words():
