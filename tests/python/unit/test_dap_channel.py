@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from dap_fakes import RelayPipe
 
 from raysleuth.dap.channel import ENDED, ChannelClosed, DapChannel, DapTimeout
 from raysleuth.dap.client import DapClient, DapError
@@ -279,48 +280,28 @@ class FakeRelay:
     whose far end is a DapChannel playing debugpy."""
 
     def __init__(self, **debugpy_kw) -> None:
-        self._to_debugpy = asyncio.StreamReader()
-        self._buffer = bytearray()
-        self._ready = asyncio.Event()
-        self.ended = False
+        self.pipe = RelayPipe()
         self.sends = 0
         self.recv_error: Exception | None = None
         self.debugpy = DapChannel(
-            self._to_debugpy,
-            CallTransport(self._from_debugpy, self._debugpy_closes),
-            name="debugpy",
-            **debugpy_kw,
+            self.pipe.to_debugpy, self.pipe.debugpy_transport(), name="debugpy", **debugpy_kw
         ).start()
 
-    async def _from_debugpy(self, data: bytes) -> None:
-        self._buffer += data
-        self._ready.set()
-
-    async def _debugpy_closes(self) -> None:
-        self.ended = True
-        self._ready.set()
+    @property
+    def ended(self) -> bool:
+        return self.pipe.ended
 
     async def send(self, conn: int, data: bytes) -> bool:
         self.sends += 1
-        if self.ended:
-            return False
-        self._to_debugpy.feed_data(data)
-        return True
+        return self.pipe.send(data)
 
     async def recv(self, conn: int, wait: float) -> tuple[bytes, bool]:
         if self.recv_error is not None:
             raise self.recv_error
-        if not self._buffer and not self.ended:
-            try:
-                await asyncio.wait_for(self._ready.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-        self._ready.clear()
-        data, self._buffer = bytes(self._buffer), bytearray()
-        return data, self.ended and not data
+        return await self.pipe.recv(wait)
 
     async def close(self, conn: int) -> None:
-        self._to_debugpy.feed_eof()
+        self.pipe.close()
 
 
 async def answer_everything(channel_ref: list, request: dict) -> None:
@@ -353,7 +334,7 @@ async def test_a_relay_that_dies_ends_the_channel():
     ch = DapChannel.over_polls(send=lambda d: relay.send(1, d), poll=lambda: relay.recv(1, 0.05)).start()
     call = asyncio.create_task(ch.request("threads", timeout=5))
     relay.recv_error = RuntimeError("the relay's node died")
-    relay._ready.set()
+    relay.pipe.ready.set()
     with pytest.raises(ChannelClosed, match=ENDED):
         await call
 

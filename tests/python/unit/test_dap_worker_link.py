@@ -7,6 +7,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from dap_fakes import RelayPipe
 
 from raysleuth.broker.links import LinkClosed, WorkerLink
 from raysleuth.dap.channel import DapChannel
@@ -56,45 +57,24 @@ class FakeRelayActor:
         self.opened: list[tuple[str, int]] = []
         self.closed: list[int] = []
         self.debugpy: FakeDebugpy | None = None
-        self._to_debugpy = asyncio.StreamReader()
-        self._buffer = bytearray()
-        self._ready = asyncio.Event()
-        self._ended = False
+        self.pipe = RelayPipe()
         for name in ("open", "send", "recv", "close"):
             setattr(self, name, SimpleNamespace(remote=getattr(self, "_" + name)))
 
     async def _open(self, host: str, port: int) -> dict:
         self.opened.append((host, port))
-        self.debugpy = FakeDebugpy(self._to_debugpy, CallTransport(self._from_debugpy, self._debugpy_closes))
+        self.debugpy = FakeDebugpy(self.pipe.to_debugpy, self.pipe.debugpy_transport())
         return {"ok": True, "conn": 1}
 
-    async def _from_debugpy(self, data: bytes) -> None:
-        self._buffer += data
-        self._ready.set()
-
-    async def _debugpy_closes(self) -> None:
-        self._ended = True
-        self._ready.set()
-
     async def _send(self, conn: int, data: bytes) -> bool:
-        if self._ended:
-            return False
-        self._to_debugpy.feed_data(data)
-        return True
+        return self.pipe.send(data)
 
     async def _recv(self, conn: int, wait: float) -> tuple[bytes, bool]:
-        if not self._buffer and not self._ended:
-            try:
-                await asyncio.wait_for(self._ready.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-        self._ready.clear()
-        data, self._buffer = bytes(self._buffer), bytearray()
-        return data, self._ended and not data
+        return await self.pipe.recv(wait)
 
     async def _close(self, conn: int) -> None:
         self.closed.append(conn)
-        self._to_debugpy.feed_eof()
+        self.pipe.close()
 
 
 class FakeLease:
