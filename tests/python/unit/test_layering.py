@@ -76,41 +76,51 @@ def _packages_of(name: str) -> set[str]:
     return {".".join(parts[:i]) for i in range(1, len(parts))}
 
 
-def test_the_broker_never_imports_the_agent_or_the_cli():
-    bad = [
+SHARED = (
+    "raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow",
+    "raysleuth.paths", "raysleuth.gpu", "raysleuth.nodecheck",
+)  # fmt: skip
+"""Modules every side may use: they import neither the broker, the agent nor the CLI."""
+
+
+def imports_across(rooms: tuple[str, ...], forbidden: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(module, import) pairs where a module of `rooms` imports one of `forbidden` or the CLI."""
+    return [
         (m, t)
         for m, ts in graph().items()
-        if in_room(m, "raysleuth.broker")
+        if any(in_room(m, r) for r in rooms)
         for t in ts
-        if in_room(t, "raysleuth.agent") or t in CLI_MODULES
+        if any(in_room(t, f) for f in forbidden) or t in CLI_MODULES
     ]
+
+
+def test_the_broker_never_imports_the_agent_or_the_cli():
+    bad = imports_across(("raysleuth.broker",), ("raysleuth.agent",))
     assert not bad, f"broker modules import the agent or the CLI: {bad}"
 
 
 def test_the_agent_never_imports_the_broker_or_the_cli():
-    bad = [
-        (m, t)
-        for m, ts in graph().items()
-        if in_room(m, "raysleuth.agent")
-        for t in ts
-        if in_room(t, "raysleuth.broker") or t in CLI_MODULES
-    ]
+    bad = imports_across(("raysleuth.agent",), ("raysleuth.broker",))
     assert not bad, f"agent modules import the broker or the CLI: {bad}"
 
 
 def test_shared_modules_import_neither_side():
-    shared = (
-        "raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow",
-        "raysleuth.paths", "raysleuth.gpu", "raysleuth.nodecheck",
-    )  # fmt: skip
-    bad = [
-        (m, t)
-        for m, ts in graph().items()
-        if any(in_room(m, s) for s in shared)
-        for t in ts
-        if in_room(t, "raysleuth.agent") or in_room(t, "raysleuth.broker") or t in CLI_MODULES
-    ]
+    bad = imports_across(SHARED, ("raysleuth.agent", "raysleuth.broker"))
     assert not bad, f"shared modules import a side: {bad}"
+
+
+def test_the_check_would_see_a_broker_module_importing_the_agent(tmp_path):
+    """The walk resolves `from raysleuth.agent import x` and relative imports to modules."""
+    known = {"raysleuth.agent", "raysleuth.agent.core", "raysleuth.broker", "raysleuth.broker.app"}
+    src = tmp_path / "app.py"
+    src.write_text(
+        "from raysleuth.agent import core\nfrom . import app\ndef f():\n    import raysleuth.agent\n"
+    )
+    assert imports_of("raysleuth.broker.app", src, known) == {
+        "raysleuth.agent.core",
+        "raysleuth.agent",
+        "raysleuth.broker",
+    }
 
 
 def test_no_import_cycles():
