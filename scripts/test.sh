@@ -39,7 +39,8 @@ if [ -n "$PY312" ] && [ -x "$PY312" ]; then
       || failed_steps+=("python-unit-py312-setup")
   fi
   PYTHONPATH="$ROOT/python_backend" "$V312/bin/python" -m pytest -c tests/python/pytest.ini \
-      tests/python/unit/test_trigger.py tests/python/unit/test_scope.py -q -rs \
+      tests/python/unit/test_trigger.py tests/python/unit/test_scope.py tests/python/unit/test_agent_points.py \
+      tests/python/unit/test_agent_debugger.py -q -rs \
       --junitxml="$RESULTS/py-unit-py312.xml" || failed_steps+=("python-unit-py312")
 else
   echo "(no Python 3.12 here: the sys.monitoring trigger's unit tests are skipped)"
