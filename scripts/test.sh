@@ -47,7 +47,12 @@ else
 fi
 
 step "extension: plain mocha (pure modules, no VS Code, no Ray)"
-npm run --silent test:unit || failed_steps+=(extension-unit)
+# npm packages first (setup_node.sh: npm ci and the build, each skipped when done already).
+if bash "$ROOT/scripts/setup_node.sh"; then
+  npm run --silent test:unit || failed_steps+=(extension-unit)
+else
+  failed_steps+=(extension-setup)
+fi
 
 step "extension: inside a real VS Code (code-server)"
 "$ROOT/scripts/test_extension.sh" || failed_steps+=(extension)
