@@ -3,7 +3,9 @@
 Only the code objects of files with points are touched (`backends/`: sys.monitoring on 3.12+,
 rewritten `__code__` on 3.11), so the rest of the program runs at full speed and a worker outside
 every scope pays nothing. This module arms: it builds a point table (`points.py`), finds the code
-of its files and instruments it; `hits.py` decides what an armed line does when it runs.
+of its files and instruments it; `hits.py` decides what an armed line does when it runs. On 3.11
+a frame already running the old code is traced until it returns (`running.py`); sys.monitoring
+covers running frames by itself.
 
 Arming runs in the agent thread (or Ray's loading thread); the hooks run in user threads and
 never raise into the task or print.
@@ -18,10 +20,11 @@ import time
 import types
 
 from raysleuth.agent.backends import make_backend
-from raysleuth.agent.codes import all_lines, functions_in, loaded_objects
+from raysleuth.agent.codes import all_lines, code_lines, functions_in, loaded_objects, nested_codes
 from raysleuth.agent.hits import Hits
 from raysleuth.agent.log import swallow
 from raysleuth.agent.points import ArmedPoint, PointTable
+from raysleuth.agent.running import RunningFrames
 
 
 class Trigger:
@@ -41,6 +44,8 @@ class Trigger:
         """The instrumentation backend, created with the first point."""
         self.scan_ms = 0.0
         """How long the last full scan of the heap took."""
+        self.running: RunningFrames | None = None
+        """Frames running old code when their points were armed (rewrite backend only)."""
 
     @property
     def points(self) -> list[ArmedPoint]:
@@ -92,6 +97,7 @@ class Trigger:
                 # After the switch: a line the old table had no point for, switched off by the
                 # callback during the scan, fires again now (sys.monitoring).
                 self.backend.restart()
+            self._arm_running()
 
     def points_for_file(self, filename: str) -> list[ArmedPoint]:
         return self._table.points_for_file(filename)
@@ -143,22 +149,55 @@ class Trigger:
                 if f and f not in table.scanned_modules and any(p.matches_file(f) for p in missing):
                     table.scanned_modules.add(f)
                     changed = self.code_loaded(mod) or changed
+            if changed:
+                self._arm_running()
             return changed
 
     def disarm_all(self) -> None:
         self.update([], {})
+
+    def _arm_running(self) -> None:
+        """Rewrite backend: frames running code that does not call the hook at their armed
+        lines (they started before it was armed) fire through a tracer until they return."""
+        backend = self.backend
+        if backend is None or not hasattr(backend, "hooked_lines"):
+            return  # sys.monitoring instruments running frames too
+        table = self._table
+        if not table.points and self.running is None:
+            return
+        if self.running is None:
+            self.running = RunningFrames(self._fire_line)
+
+        def want(code) -> set[int]:
+            pts = table.points_for_file(code.co_filename)
+            if not pts:
+                return set()
+            lines = {p.line for p in pts} & code_lines(code)
+            lines -= backend.hooked_lines(code)
+            if lines:
+                table.add(code.co_filename, pts, lines)
+            return lines
+
+        stale = [c for code in backend.originals() for c in nested_codes(code)] if table.points else []
+        try:
+            self.running.arm(want if table.points else (lambda code: ()), stale)
+        except Exception:  # noqa: BLE001 - running frames then fire from their next call on
+            swallow("arming the frames running now")
 
     # --- hitting (user threads) -----------------------------------------------------------
 
     def _hook(self, line: int) -> None:
         """Called by rewritten code (3.11) at the first instruction of an armed line."""
         try:
-            frame = sys._getframe(1)
-            pts = self._live.get(frame.f_code.co_filename, {}).get(line)
-            if pts:
-                self._hit(frame, pts)
+            self._fire_line(sys._getframe(1), line)
         except Exception:  # noqa: BLE001 - never into user code
             swallow("the line hook at line %s", line)
+
+    def _fire_line(self, frame, line: int) -> None:
+        """An armed line runs in `frame` (rewritten code's hook, or a running frame's tracer)."""
+        pts = self._live.get(frame.f_code.co_filename, {}).get(line)
+        if pts:
+            self._hit(frame, pts)
 
     def _on_line(self, code, line):
         """sys.monitoring LINE callback (3.12+)."""

@@ -2,14 +2,15 @@
 
 Any `sys.settrace` slows every line of the process 2-4.6x on 3.11; a rewritten function costs
 nothing until it reaches the armed line. A function running while it is armed (a loop in
-progress) keeps its old code until it is entered again. Uses the `bytecode` package, imported
-only when the first function is rewritten.
+progress) keeps its old code until it is entered again: agent/running.py traces such frames until
+they return. Uses the `bytecode` package, imported only when the first function is rewritten.
 """
 
 from __future__ import annotations
 
 import sys
 import types
+import weakref
 
 from raysleuth.agent.codes import code_lines, nested_codes
 from raysleuth.agent.log import swallow
@@ -28,11 +29,22 @@ class RewriteBackend:
         """(original code, armed lines) → its instrumented copy (the code itself: nothing to do)."""
         self._old: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
         """During a re-arm: what was swapped before it (restored at the end where not armed again)."""
+        self._hooked: weakref.WeakKeyDictionary[types.CodeType, frozenset] = weakref.WeakKeyDictionary()
+        """Every instrumented code object made (outliving re-arms) → the lines it was made for:
+        a frame still running one of them calls the hook there itself."""
 
     def original(self, fn) -> types.CodeType:
         """The function's own code, whether it runs a rewritten copy now or not."""
         rec = self._swapped.get(id(fn)) or self._old.get(id(fn))
         return rec[1] if rec is not None and rec[0] is fn else fn.__code__
+
+    def hooked_lines(self, code: types.CodeType) -> frozenset:
+        """The lines at which `code` calls the hook itself (none: it is not a rewritten copy)."""
+        return self._hooked.get(code, frozenset()) & code_lines(code)
+
+    def originals(self) -> list[types.CodeType]:
+        """The original code of every function armed now (frames may still run it)."""
+        return [code for _fn, code in list(self._swapped.values())]
 
     def rearm_begin(self) -> None:
         """Start arming a new set without first disarming the old one: a function called while
@@ -109,6 +121,7 @@ class RewriteBackend:
         bc.extend(out)
         new = bc.to_code()
         self._cache[key] = new
+        self._hooked[new] = lines
         return new
 
     def _call_hook(self, bytecode, line: int, location):
