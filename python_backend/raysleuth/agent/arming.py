@@ -3,7 +3,8 @@
 ruled itself out, a module or class loaded later).
 
 Arming runs in the agent thread, or in Ray's loading thread when a class arrives (then it must
-not wait for the agent thread: the scan never waits on Ray, so holding the lock there is safe).
+not wait for the agent thread: the scan never waits on Ray, so holding the lock there is safe),
+or in the thread that reads a pickle when code arrives as data (datahook.py).
 """
 
 from __future__ import annotations
@@ -114,3 +115,32 @@ class Arming:
                 return self._arm_locked()
             t = self.trigger
             return bool(t is not None and t.points and t.code_loaded(obj))
+
+    def code_arrived(self, fn) -> bool:
+        """cloudpickle rebuilt `fn` from a pickle (datahook): arm it if its file has a point.
+
+        Runs for every function rebuilt while a set is known, so it never reads Ray's KV (the
+        loadhook reads it when the task's own function or class loads, before the task runs) and
+        takes the lock only for a function whose file has a point, or while a new set waits.
+        """
+        if not self.points:
+            return False
+        t = self.trigger
+        if t is not None and not self._rearm:
+            if not t.points or not t.points_for_file(fn.__code__.co_filename):
+                return False
+        with self._lock:
+            if self._rearm or self.trigger is None:
+                return self._arm_locked()  # a full scan: it finds `fn` too
+            return self.trigger.code_loaded(fn)
+
+    def modules_arrived(self) -> bool:
+        """Reading a pickle imported modules (code pickled by reference): arm the points of
+        their files, before that code can run."""
+        if not self.points:
+            return False
+        t = self.trigger
+        if t is not None and not self._rearm and not t.points:
+            return False
+        with self._lock:
+            return self._arm_locked()  # a new set, else the modules not looked through yet

@@ -89,9 +89,10 @@ class Agent:
     def start(self, wait_for_connect: bool) -> None:
         if self.source != "api":
             # In this thread, now: Ray's main thread must not load a class before the wrap.
-            from raysleuth.agent import loadhook
+            from raysleuth.agent import datahook, loadhook
 
             loadhook.install_early(self)
+            datahook.install_early(self)
         self._thread = threading.Thread(
             target=self._run, args=(wait_for_connect,), name="raysleuth-agent", daemon=True
         )
@@ -121,7 +122,7 @@ class Agent:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while not ray_connected():
             if "ray._private.function_manager" in sys.modules:
-                self._install_loadhook()  # before the first class loads, if we can
+                self._install_hooks()  # before the first class loads, if we can
             if time.monotonic() > deadline or self._stop.is_set():
                 self.log.warning("Ray never connected in pid %s; agent not started", os.getpid())
                 return False
@@ -136,16 +137,17 @@ class Agent:
             from raysleuth.agent import postmortem
 
             bp.install()
-            self._install_loadhook()
+            self._install_hooks()
             postmortem.install(self)
             static["fault_file"] = fault_file()
 
-    def _install_loadhook(self) -> None:
+    def _install_hooks(self) -> None:
         if self.source == "api":
             return  # raysleuth.init() in a driver: it runs no remote code
-        from raysleuth.agent import loadhook
+        from raysleuth.agent import datahook, loadhook
 
         loadhook.install(self)
+        datahook.install(self)
 
     def _goodbye(self) -> None:
         if self.ident.static is None or self.disabled:
@@ -210,6 +212,19 @@ class Agent:
                 return
             self._identify()  # the agent thread has not got that far yet
         if self.arming.code_loaded(obj):
+            self.poke()
+
+    def code_arrived(self, fn) -> None:
+        """cloudpickle rebuilt a function from a pickle (datahook): arm it before it runs.
+
+        Called for every function rebuilt while the cluster has points: no KV read, no wait.
+        """
+        if not self.disabled and self.arming.code_arrived(fn):
+            self.poke()
+
+    def modules_arrived(self) -> None:
+        """Reading a pickle imported modules (datahook): arm the code they brought."""
+        if not self.disabled and self.arming.modules_arrived():
             self.poke()
 
     # --- the loop -----------------------------------------------------------------------------

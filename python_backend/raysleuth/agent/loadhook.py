@@ -35,25 +35,35 @@ def install_early(agent) -> None:
 
     Safe from the interpreter's start-up hook: imports nothing of Ray.
     """
-    if _installed:
+    if not _installed:
+        after_import(MODULE, lambda module: install(agent, module))
+
+
+def after_import(fullname: str, then) -> None:
+    """Call `then(module)` right after module `fullname` has run: now if it is imported already,
+    else from its import (a finder that leaves sys.meta_path once it has seen that import).
+
+    Imports nothing. Every import the process makes meanwhile costs one string comparison.
+    """
+    module = sys.modules.get(fullname)
+    if module is not None:
+        then(module)
         return
-    if MODULE in sys.modules:
-        install(agent)
-        return
-    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PostImportFinder(agent))
+    if not any(isinstance(f, _PostImportFinder) and f.fullname == fullname for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder(fullname, then))
 
 
 class _PostImportFinder:
-    """Finds nothing itself: when MODULE is imported, wraps its loader to install the hook
+    """Finds nothing itself: when `fullname` is imported, wraps its loader to call `then(module)`
     right after the module ran, then leaves sys.meta_path."""
 
-    def __init__(self, agent) -> None:
-        self.agent = agent
+    def __init__(self, fullname: str, then) -> None:
+        self.fullname = fullname
+        self.then = then
         self._busy = False
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != MODULE or self._busy:
+        if fullname != self.fullname or self._busy:
             return None
         self._busy = True
         try:
@@ -72,7 +82,7 @@ class _PostImportFinder:
         loader = getattr(spec, "loader", None) if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return None
-        agent, finder = self.agent, self
+        then, finder = self.then, self
         original = loader.exec_module
 
         def exec_module(module):
@@ -82,9 +92,9 @@ class _PostImportFinder:
             except ValueError:
                 pass
             try:
-                install(agent, module)
-            except Exception:  # noqa: BLE001 - never break Ray's import
-                _swallow("wrapping Ray's loaders")
+                then(module)
+            except Exception:  # noqa: BLE001 - never break the import
+                _swallow("hooking into %s", fullname)
 
         try:
             loader.exec_module = exec_module

@@ -3,11 +3,13 @@ without it (a late agent) is still reported at the next task. Fresh interpreters
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
@@ -36,6 +38,7 @@ PROBE = textwrap.dedent(
 
 
 def probe(before: str) -> dict:
+    pytest.importorskip("ray")
     env = dict(os.environ)
     env.pop("RAYSLEUTH", None)
     out = subprocess.run(
@@ -61,6 +64,7 @@ def test_installed_at_once_when_ray_is_imported_already():
 
 
 def test_a_class_loaded_before_the_wrap_is_reported_at_the_next_load():
+    pytest.importorskip("ray")
     from ray._private import function_manager as fm
     from ray._raylet import PythonFunctionDescriptor
 
@@ -97,3 +101,36 @@ def test_a_class_loaded_before_the_wrap_is_reported_at_the_next_load():
             wrapped = getattr(fm.FunctionActorManager, name)
             setattr(fm.FunctionActorManager, name, getattr(wrapped, "__wrapped__", wrapped))
         loadhook._installed = False
+
+
+def test_after_import_calls_back_once_per_watched_module_then_leaves(tmp_path, monkeypatch):
+    """The import watch both hooks use: each watched module's callback runs right after that
+    module ran, once, and its finder leaves sys.meta_path; other imports pass untouched."""
+    from raysleuth.agent import loadhook
+
+    names = [f"rs_watch_{uuid.uuid4().hex[:8]}_{i}" for i in range(3)]
+    for n in names:
+        (tmp_path / f"{n}.py").write_text("VALUE = 41\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+
+    def then(module):
+        seen.append((module.__name__, module.VALUE))
+
+    try:
+        loadhook.after_import(names[0], then)
+        loadhook.after_import(names[1], then)
+        loadhook.after_import(names[1], then)  # already watched: no second finder
+        ours = [f for f in sys.meta_path if getattr(f, "fullname", None) in names]
+        assert len(ours) == 2
+        importlib.import_module(names[2])
+        importlib.import_module(names[1])
+        importlib.import_module(names[0])
+        assert seen == [(names[1], 41), (names[0], 41)]
+        assert not [f for f in sys.meta_path if getattr(f, "fullname", None) in names]
+        loadhook.after_import(names[0], then)  # imported already: at once
+        assert seen[-1] == (names[0], 41) and len(seen) == 3
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "fullname", None) not in names]
+        for n in names:
+            sys.modules.pop(n, None)
