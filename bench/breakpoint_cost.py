@@ -12,6 +12,13 @@ no agent, measured in the same run, interleaved (the same hot loop in every acto
   put_to_armed_s         PUT /v1/breakpoints until 8 workers report it armed (median, <= 1 s)
   after_stop_ratio       a worker that stopped once in debugpy, was continued and disarmed
                          (3.11: debugpy's tracer stays once listened; 3.12+: sys.monitoring)
+  running_frame_ratio    the hot loop inside a call that was running when a point was armed in
+                         that same function (on a line the loop does not pass): time per chunk
+                         once armed / before (fastest chunk of each), in the same call (3.11: the tracer;
+                         a worst case: one cheap arithmetic line per pass)
+  running_frame_line_us  what each line the armed running frame executes costs more (3.11)
+  running_after_return_ratio   that worker's loop once the armed frame returned, against the
+                         baseline actor (the point still armed): the cost is gone (target <= 1.05)
 """
 
 from __future__ import annotations
@@ -54,6 +61,18 @@ class Looper:
             s += i * i % 7  # @line hot
         return time.perf_counter() - t
 
+    def loop_for(self, seconds: float, n: int) -> list[tuple[float, float]]:
+        """The hot loop in one long call, timed per chunk of `n` passes: (end time, seconds)."""
+        out: list[tuple[float, float]] = []
+        end = time.time() + seconds
+        while time.time() < end:
+            t = time.perf_counter()
+            s = 0
+            for i in range(n):
+                s += i * i % 7
+            out.append((time.time(), time.perf_counter() - t))
+        return out  # @line running-end
+
     def elsewhere(self, x: int) -> int:
         y = x + 1  # @line elsewhere
         return y
@@ -71,7 +90,7 @@ def line_of(tag: str) -> int:
         return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# @line {tag}"))
 
 
-HOT, ELSEWHERE = line_of("hot"), line_of("elsewhere")
+HOT, ELSEWHERE, RUNNING_END = line_of("hot"), line_of("elsewhere"), line_of("running-end")
 
 
 def env(agent: bool) -> dict:
@@ -162,6 +181,40 @@ def measure_ratios(client: BrokerClient) -> dict:
     }
 
 
+def measure_running_frame(client: BrokerClient) -> dict:
+    """A point armed in a function while it runs: what its loop pays until the call returns."""
+    base = Looper.options(runtime_env=env(False)).remote(None)
+    running = Looper.options(runtime_env=env(True)).remote(1)
+    pid = ray.get(running.pid.remote())
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(w["pid"] == pid and w["rank"] == 1 for w in client.workers()):
+        time.sleep(0.1)
+    n = LOOP_N // 40
+    ray.get(running.loop_for.remote(0.2, n))  # warm up
+    ref = running.loop_for.remote(6.0, n)
+    while next(w for w in client.workers() if w["pid"] == pid)["state"] != "running":
+        time.sleep(0.01)
+    time.sleep(1.5)  # chunks run unarmed first: the baseline of the same call
+    client.set_breakpoints(FILE, [{"line": RUNNING_END, "condition": "[rank 1] out is None"}])
+    wait_armed(client, RUNNING_END, 1)
+    armed_at = time.time()
+    chunks = ray.get(ref)
+    before = [d for t, d in chunks if t < armed_at - 0.05]
+    after = [d for t, d in chunks if t > armed_at + 0.5]
+    t = interleaved({"base": base.loop.remote, "after": running.loop.remote})
+    client.delete("/v1/breakpoints")
+    ray.kill(base)
+    ray.kill(running)
+    slow, fast = min(after), min(before)  # the best chunk of each: load spikes only add
+    return {
+        "running_frame_ratio": slow / fast,
+        # Two line events per pass of this loop (the `for` line, the body line).
+        "running_frame_line_us": (slow - fast) / (2 * n) * 1e6,
+        "running_frame_chunks": [len(before), len(after)],
+        "running_after_return_ratio": t["after"] / t["base"],
+    }
+
+
 def measure_put_to_armed(client: BrokerClient) -> dict:
     actors = [Looper.options(runtime_env=env(True)).remote(r) for r in range(ARMED_WORKERS)]
     pids = ray.get([a.pid.remote() for a in actors])
@@ -222,6 +275,7 @@ def main() -> None:
         }
         result.update(measure_ratios(client))
         result.update(measure_put_to_armed(client))
+        result.update(measure_running_frame(client))
         result.update(measure_after_stop(broker, client))
         in_scope_target = 1.02 if sys.version_info >= (3, 12) else 1.05
         _common.report(
@@ -232,6 +286,7 @@ def main() -> None:
                 "in_scope_ratio": in_scope_target,
                 "logpoint_ratio": 1.05,
                 "put_to_armed_s": 1.0,
+                "running_after_return_ratio": 1.05,
             },
         )
 
