@@ -80,7 +80,14 @@ def set_thread_trace():
 
             name = _helper_library_name()
             spec = importlib.util.find_spec("debugpy")
-            if name and spec and spec.submodule_search_locations and sys.implementation.name == "cpython":
+            known = (3, 10) <= sys.version_info[:2] <= (3, 11)  # it prints for another version
+            if (
+                known
+                and name
+                and spec
+                and spec.submodule_search_locations
+                and sys.implementation.name == "cpython"
+            ):
                 path = os.path.join(
                     spec.submodule_search_locations[0],
                     "_vendored",

@@ -12,7 +12,7 @@ from helpers import FIXTURES, marker_line, wait_until
 
 JOB = str(FIXTURES / "cluster_bp.py")
 SPIN = marker_line(JOB, "cbp-spin")
-SPIN_S = 8.0
+SPIN_S = 10.0
 """How long each spin() call loops: long enough to arm a point inside it while it runs."""
 
 

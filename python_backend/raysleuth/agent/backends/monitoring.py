@@ -1,7 +1,9 @@
 """Python 3.12+ backend: `sys.monitoring` LINE events on the armed code objects only.
 
 Every other line of those code objects is switched off with DISABLE at its first pass, so only
-the armed lines call back. One tool id per process, claimed once and kept.
+the armed lines call back. One tool id per process, claimed once and kept. `set_local_events`
+instruments the code object in place, so a frame running it already (a loop in progress) calls
+back at its next armed line too (tests/python/unit/test_agent_running.py).
 """
 
 from __future__ import annotations
