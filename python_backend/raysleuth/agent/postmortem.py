@@ -152,6 +152,26 @@ def _task() -> dict:
     return out
 
 
+def _raise_frames(exc, tb) -> list:
+    """The frames to record, innermost first. A library that re-raises a user's error from its
+    own code (Ray Data: `raise UserCodeException(...) from e`) leaves only its own frames on the
+    traceback: the user's frames are then on the cause's, put in front."""
+    from raysleuth.agent import capture
+
+    frames = _user_part(capture.traceback_frames(tb))
+    cause, seen = getattr(exc, "__cause__", None), set()
+    while (
+        cause is not None
+        and id(cause) not in seen
+        and cause.__traceback__ is not None
+        and all(_ray_internal(f.f_code.co_filename) for f, _line in frames)
+    ):
+        seen.add(id(cause))
+        frames = capture.traceback_frames(cause.__traceback__) + frames
+        cause = cause.__cause__
+    return frames
+
+
 def build_record(agent, exc_info) -> dict:
     """The crash record of `exc_info` (the exception being handled), bounded in size and time."""
     from raysleuth import gpu
@@ -159,7 +179,7 @@ def build_record(agent, exc_info) -> dict:
 
     t0 = time.perf_counter()
     exc_type, exc, tb = exc_info
-    frames = _user_part(capture.traceback_frames(tb))
+    frames = _raise_frames(exc, tb)
     entries = capture.frames_record(frames, locals_frames=LOCALS_FRAMES)
     try:
         text = "".join(traceback.format_exception(exc_type, exc, tb))

@@ -168,11 +168,6 @@ def test_data_conditional_breakpoint_stops_once(client, ray_cluster, clean_point
 
 
 @needs_data
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ray Data raises UserCodeException from the UDF's error: agent/postmortem.py records the "
-    "frames of the UserCodeException only; the UDF's frame is in its __cause__'s traceback (#11)",
-)
 def test_data_udf_that_raises_leaves_a_record_with_the_udf_frame(client, ray_cluster, clean_points):
     ds = ray.data.range(4, override_num_blocks=2).map_batches(
         data_udfs.explode, batch_size=2, runtime_env=fresh()
