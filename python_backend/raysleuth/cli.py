@@ -16,6 +16,9 @@ def _client(args):
 
 
 def cmd_broker(args) -> int:
+    from raysleuth.versions import check_versions
+
+    check_versions()  # an unsupported Python or Ray: a clear error now, not a strange one later
     from raysleuth.broker.app import main
     from raysleuth.paths import state_dir
 
