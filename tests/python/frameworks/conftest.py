@@ -1,0 +1,51 @@
+"""One real local Ray cluster (agent on, auth off) and one real broker for the framework tests:
+Ray Train, Tune and Serve with their own APIs, and a verl-style worker group.
+
+The job modules (`fw_*.py`) sit beside the tests and reach workers through PYTHONPATH, as a
+user's project on a cluster would; breakpoints are set on their absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import local_cluster, pin_ray_env
+
+from raysleuth.broker.process import start_broker
+from raysleuth.client import BrokerClient
+
+HERE = Path(__file__).resolve().parent
+
+pin_ray_env(auth_mode="disabled")  # before anything imports ray: it reads these at import
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    dict.fromkeys([str(HERE), *filter(None, os.environ["PYTHONPATH"].split(os.pathsep))])
+)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    with local_cluster("rs-fw-", num_cpus=8) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="session")
+def broker(ray_cluster, tmp_path_factory):
+    b = start_broker(tmp_path_factory.mktemp("state"), address=ray_cluster.address_info["gcs_address"])
+    yield b
+    assert b.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def client(broker):
+    return BrokerClient(broker.http, broker.token)
+
+
+@pytest.fixture
+def clean_points(client):
+    """No cluster breakpoint left over from another test, none left behind; nobody left paused."""
+    client.delete("/v1/breakpoints")
+    yield
+    client.post("/v1/continue", {})
+    client.delete("/v1/breakpoints")
