@@ -2,6 +2,13 @@
 # Sets up the Python side on a fresh Debian machine: a virtualenv in .venv with python_backend
 # (the `raysleuth` package and CLI, its .pth activation hook) and the test tools.
 # Idempotent: a second run with nothing changed takes about a second.
+#
+# `scripts/setup.sh PART...` sets up what one test step of the version matrix needs instead
+# (scripts/test.sh calls each before its step; each is skipped when done already):
+#   frameworks  Ray Data/Train/Tune/Serve (`ray[data,train,tune,serve]`) and CPU torch 2.13.0 in .venv
+#   py312       .venv312: Python 3.12 (pyenv's 3.12.1, else python3.12), python_backend[dev], ray[data]
+#   py313       .cache/venv313: Python 3.13 (pyenv's 3.13.0, else python3.13) with python_backend[dev]
+#   ray-min     .cache/venv-raymin: Python 3.11 with python_backend[dev] and the oldest Ray it accepts
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,33 +16,87 @@ VENV="$ROOT/.venv"
 PY="${RAYSLEUTH_PYTHON:-python3}"
 say() { echo "[setup] $*" >&2; }
 
+RAY_MIN="2.40.0"  # the oldest Ray python_backend/pyproject.toml accepts (`ray[default]>=2.40`)
+TORCH="torch==2.13.0"  # on Python 3.11 pip takes the CPU build this machine ships (about 200 MB)
+
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-if ! "$PY" -c "import venv, ensurepip" >/dev/null 2>&1; then
-  say "apt-get install python3-venv"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv python3-dev >/dev/null
-fi
 
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV with $("$PY" --version)"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-fi
+# A Python interpreter of version X.Y: pyenv's newest X.Y.*, else pythonX.Y on PATH.
+find_python() {
+  local want="$1" root cand
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  for cand in $(ls -d "$root"/versions/"$want".*/bin/python3 2>/dev/null | sort -V -r) \
+      "$(command -v "python$want" || true)"; do
+    if [ -n "$cand" ] && [ -x "$cand" ]; then echo "$cand"; return 0; fi
+  done
+  return 1
+}
 
-stamp="$VENV/.raysleuth-installed"
-want="$(cat "$ROOT/python_backend/pyproject.toml" "$ROOT/python_backend/raysleuth.pth" | sha256sum | cut -c1-16)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing python_backend (ray, debugpy, aiohttp, test tools) into .venv - first time takes a few minutes"
-  "$VENV/bin/python" -m pip install -q -e "$ROOT/python_backend[dev,lsp]"
-  echo "$want" >"$stamp"
-fi
-
-# The activation hook must sit in site-packages, or RAYSLEUTH=1 does nothing.
-"$VENV/bin/python" - <<'PY'
+# make_venv LABEL DIR PYTHON PIP_ARGS...: a virtualenv at DIR with PIP_ARGS installed (stamped per
+# LABEL: a second run with the same arguments and the same pyproject/.pth installs nothing).
+make_venv() {
+  local label="$1" dir="$2" py="$3"; shift 3
+  if [ ! -x "$dir/bin/python" ]; then
+    say "creating $dir with $("$py" --version)"
+    "$py" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --upgrade pip
+  fi
+  local stamp="$dir/.raysleuth-installed$label" want
+  want="$( (cat "$ROOT/python_backend/pyproject.toml" "$ROOT/python_backend/raysleuth.pth"; echo "$*") \
+    | sha256sum | cut -c1-16)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "installing into $(basename "$dir"): $* - first time takes a few minutes"
+    "$dir/bin/python" -m pip install -q "$@"
+    echo "$want" >"$stamp"
+  fi
+  # The activation hook must sit in site-packages, or RAYSLEUTH=1 does nothing.
+  "$dir/bin/python" - <<'PY'
 import pathlib, sysconfig, sys
 pth = pathlib.Path(sysconfig.get_paths()["purelib"]) / "raysleuth.pth"
 if not pth.exists():
     sys.exit(f"setup: {pth} is missing: reinstall with `pip install -e python_backend`")
 PY
-say "python ready: $("$VENV/bin/python" --version), raysleuth $("$VENV/bin/python" -c 'import raysleuth; print(raysleuth.__version__)')"
+  say "$(basename "$dir") ready: $("$dir/bin/python" --version), ray $("$dir/bin/python" -c \
+    'from raysleuth.versions import installed_ray_version as v; print(v())')"
+}
+
+need_python() {
+  local want="$1" py
+  if ! py="$(find_python "$want")"; then
+    say "no Python $want here: install it (e.g. \`pyenv install $want\`) to run the $want step"
+    return 1
+  fi
+  echo "$py"
+}
+
+setup_main() {
+  if ! "$PY" -c "import venv, ensurepip" >/dev/null 2>&1; then
+    say "apt-get install python3-venv"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv python3-dev >/dev/null
+  fi
+  make_venv "" "$VENV" "$PY" -e "$ROOT/python_backend[dev,lsp]"
+}
+
+for part in "${@:-main}"; do
+  case "$part" in
+    main) setup_main ;;
+    frameworks)
+      setup_main
+      # torch only here (3.11): on other Pythons pip would fetch the CUDA build, several GB.
+      make_venv -frameworks "$VENV" "$PY" -e "$ROOT/python_backend[dev,lsp]" \
+        "ray[default,data,train,tune,serve]" "$TORCH"
+      ;;
+    py312)
+      py="$(need_python 3.12)" || exit 1
+      make_venv "" "$ROOT/.venv312" "$py" -e "$ROOT/python_backend[dev]" "ray[default,data]"
+      ;;
+    py313)
+      py="$(need_python 3.13)" || exit 1
+      make_venv "" "$ROOT/.cache/venv313" "$py" -e "$ROOT/python_backend[dev]"
+      ;;
+    ray-min) make_venv "" "$ROOT/.cache/venv-raymin" "$PY" -e "$ROOT/python_backend[dev]" "ray[default]==$RAY_MIN" ;;
+    *) say "unknown part '$part' (main, frameworks, py312, py313, ray-min)"; exit 2 ;;
+  esac
+done

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The test front door: sets everything up, then runs every test kind one after another
 # (lint, Python unit, integration on a real Ray cluster, token-auth cluster, multi-node cluster,
-# extension tests inside a real VS Code) and ends with one closing summary line.
+# the version matrix and the framework suite, extension tests inside a real VS Code) and ends
+# with the time of each step and one closing summary line.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-"$ROOT/scripts/setup.sh" || exit 1
+# .venv with the frameworks too (Ray Data, Train, Tune, Serve, CPU torch): the integration
+# suite's Ray Data tests need them as much as the framework suite does.
+"$ROOT/scripts/setup.sh" main frameworks || exit 1
 
 RESULTS="$(mktemp -d /tmp/rs-results.XXXXXX)"
 export RAYSLEUTH_RESULTS_DIR="$RESULTS"
@@ -13,7 +16,13 @@ PY="$ROOT/.venv/bin/python"
 failed_steps=()
 t0=$(date +%s)
 
-step() { echo; echo "=== $1 ($(( $(date +%s) - t0 )) s) ==="; }
+step_name=""; step_t=$t0; timings=()
+step() {  # closes the step before (its duration goes in the summary) and opens the next
+  local now; now=$(date +%s)
+  [ -z "$step_name" ] || timings+=("$step_name: $((now - step_t)) s")
+  step_name="$1"; step_t=$now
+  echo; echo "=== $1 ($((now - t0)) s) ==="
+}
 
 step "lint: ruff"
 "$ROOT/.venv/bin/ruff" check python_backend tests bench || failed_steps+=(ruff)
@@ -27,24 +36,28 @@ for suite in unit integration auth multinode; do
   [ $rc -eq 0 ] || failed_steps+=("python-$suite")
 done
 
-# The trigger has a second backend (sys.monitoring) that only Python 3.12+ runs: its unit
-# tests run there too, when the machine has a 3.12 (pyenv's or on PATH). They need no Ray.
-PY312="$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3"
-[ -x "$PY312" ] || PY312="$(command -v python3.12 || true)"
-if [ -n "$PY312" ] && [ -x "$PY312" ]; then
-  step "python: unit-py312 (the sys.monitoring trigger)"
-  V312="$ROOT/.venv-unit312"
-  if [ ! -x "$V312/bin/pytest" ]; then
-    "$PY312" -m venv "$V312" && "$V312/bin/pip" install -q pytest pytest-timeout pytest-asyncio \
-      || failed_steps+=("python-unit-py312-setup")
+# The version matrix (README): the integration suite on Python 3.12 too (the sys.monitoring
+# trigger end to end), a smoke subset (`-m smoke`: discovery, attach, a cluster breakpoint, a
+# post-mortem) on Python 3.13 and on the oldest Ray the package accepts, and the framework suite
+# (Ray Train, Tune, Serve, a verl-style worker group) on 3.11. Each sets up its own virtualenv
+# first (scripts/setup.sh PART, skipped when done), so its first run takes a few minutes more.
+matrix_suite() {  # NAME SETUP_PART VENV PYTEST_ARGS...
+  local name="$1" part="$2" venv="$3"; shift 3
+  step "python: $name"
+  if ! "$ROOT/scripts/setup.sh" "$part"; then
+    failed_steps+=("python-$name-setup")
+    return
   fi
-  PYTHONPATH="$ROOT/python_backend" "$V312/bin/python" -m pytest -c tests/python/pytest.ini \
-      tests/python/unit/test_trigger.py tests/python/unit/test_scope.py tests/python/unit/test_agent_points.py \
-      tests/python/unit/test_agent_debugger.py -q -rs \
-      --junitxml="$RESULTS/py-unit-py312.xml" || failed_steps+=("python-unit-py312")
-else
-  echo "(no Python 3.12 here: the sys.monitoring trigger's unit tests are skipped)"
-fi
+  "$venv/bin/python" -m pytest -c tests/python/pytest.ini "$@" -q -rs \
+      --junitxml="$RESULTS/py-$name.xml" || failed_steps+=("python-$name")
+}
+
+# The whole unit suite on 3.12 too: the trigger's sys.monitoring backend has tests of its own.
+matrix_suite unit-py312 py312 "$ROOT/.venv312" tests/python/unit
+matrix_suite integration-py312 py312 "$ROOT/.venv312" tests/python/integration
+matrix_suite smoke-py313 py313 "$ROOT/.cache/venv313" tests/python/integration -m smoke
+matrix_suite smoke-raymin ray-min "$ROOT/.cache/venv-raymin" tests/python/integration -m smoke
+matrix_suite frameworks frameworks "$ROOT/.venv" tests/python/frameworks
 
 step "extension: plain mocha (pure modules, no VS Code, no Ray)"
 # npm packages first (setup_node.sh: npm ci and the build, each skipped when done already).
@@ -58,6 +71,7 @@ step "extension: inside a real VS Code (code-server)"
 "$ROOT/scripts/test_extension.sh" || failed_steps+=(extension)
 
 step "summary"
+printf '  step time: %s\n' "${timings[@]}"
 "$PY" - "$RESULTS" "${failed_steps[@]+"${failed_steps[@]}"}" <<'PY'
 import json, pathlib, sys
 import xml.etree.ElementTree as ET
@@ -68,15 +82,15 @@ for xml in sorted(res.glob("py-*.xml")):
     for s in (root.iter("testsuite")):
         t, f, e, sk = (int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
         passed += t - f - e - sk; failed += f + e; skipped += sk
-        print(f"  {xml.stem[3:]:12} {t - f - e - sk} passed, {f + e} failed, {sk} skipped")
+        print(f"  {xml.stem[3:]:18} {t - f - e - sk} passed, {f + e} failed, {sk} skipped")
 for name in ("extension-unit", "extension"):
     ext = res / f"{name}.json"
     if ext.exists():
         d = json.loads(ext.read_text())
         passed += d["passed"]; failed += d["failed"]; skipped += d.get("skipped", 0)
-        print(f"  {name:12} {d['passed']} passed, {d['failed']} failed, {d.get('skipped', 0)} skipped")
+        print(f"  {name:18} {d['passed']} passed, {d['failed']} failed, {d.get('skipped', 0)} skipped")
     else:
-        print(f"  {name:12} no results (the {name} run did not finish)")
+        print(f"  {name:18} no results (the {name} run did not finish)")
         failed += 1
 if failed_steps:
     print("  failed steps: " + ", ".join(failed_steps))

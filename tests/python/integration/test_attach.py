@@ -41,6 +41,7 @@ def worker_by_pid(client, pid):
     return next(w for w in client.workers() if w["pid"] == pid)
 
 
+@pytest.mark.smoke
 async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, ranked):
     actors, pids = ranked
     host, port = dap_address(broker)

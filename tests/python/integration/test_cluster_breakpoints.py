@@ -61,6 +61,7 @@ def paused_pids(client, pids):
     return {w["pid"] for w in client.workers() if w["pid"] in pids and w["state"] == "paused"}
 
 
+@pytest.mark.smoke
 def test_rank_scope_stops_only_that_rank(client, ranked):
     actors, pids = ranked
     res = client.set_breakpoints(JOB, [{"line": LINE, "condition": "[rank 2] step == 1"}])

@@ -30,6 +30,7 @@ def trainers(ray_cluster):
         ray.kill(a)
 
 
+@pytest.mark.smoke
 def test_four_ranked_actors_appear_with_real_pids_and_ranks_within_10s(client, trainers):
     actors, pids = trainers
     found = wait_until(

@@ -105,6 +105,7 @@ def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, clien
     ray.kill(a)
 
 
+@pytest.mark.smoke
 async def test_held_crash_attach_stops_at_raise_frame_and_continue_delivers_error(broker, client, watcher):
     a = new_crasher(201, hold="60")
     pid = await asyncio.wait_for(a.pid.remote(), 30)
@@ -204,6 +205,7 @@ def test_no_hold_without_a_watcher(client):
     ray.kill(a)
 
 
+@pytest.mark.smoke
 async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
     a = new_crasher(204)
     pid = await asyncio.wait_for(a.pid.remote(), 30)
