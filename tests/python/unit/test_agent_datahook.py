@@ -21,7 +21,6 @@ import uuid
 import pytest
 
 from raysleuth.agent import core, datahook
-from raysleuth.agent.backends import use_monitoring
 
 UDFS = """\
 def double(x):
@@ -145,13 +144,6 @@ def test_callable_class_rebuilt_by_value_has_its_method_armed(agent, udfs, ray_c
     assert agent.logs() == ["scale 5*3"]
 
 
-@pytest.mark.xfail(
-    use_monitoring(),
-    strict=True,
-    reason="sys.monitoring backend: MonitoringBackend.arm finds a copy in its set of armed codes by "
-    "equality (code objects compare by content), so an equal copy rebuilt later is never "
-    "switched on; needs identity there (agent/backends/monitoring.py, #11)",
-)
 def test_each_copy_rebuilt_from_a_new_pickle_fires(agent, udfs, ray_cloudpickle):
     """Every task that gets the UDF by value rebuilds its own copy: each must fire."""
     name, path = udfs

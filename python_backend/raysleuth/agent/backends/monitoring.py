@@ -45,9 +45,9 @@ class MonitoringBackend:
         if self.tool is None:
             raise RuntimeError("no free sys.monitoring tool id")
         mon.register_callback(self.tool, mon.events.LINE, on_line)
-        self._codes: set[types.CodeType] = set()
+        self._codes: dict[int, types.CodeType] = {}
         """Code objects with LINE events on for the current set."""
-        self._old: set[types.CodeType] = set()
+        self._old: dict[int, types.CodeType] = {}
         """During a re-arm: the codes armed before it (switched off at the end where not armed again)."""
 
     def original(self, fn) -> types.CodeType:
@@ -57,39 +57,41 @@ class MonitoringBackend:
     def rearm_begin(self) -> None:
         """Start arming a new set with the old one still on: code that runs during the rescan
         keeps its LINE events (the hook reads the old table until the new one is whole)."""
-        self._old |= self._codes
-        self._codes = set()
+        self._old = {**self._old, **self._codes}
+        self._codes = {}
 
     def rearm_end(self) -> None:
-        for code in self._old - self._codes:
+        for key, code in self._old.items():
+            if key in self._codes:
+                continue
             try:
                 self._mon.set_local_events(self.tool, code, 0)
             except Exception:  # noqa: BLE001
                 swallow("switching off LINE events of %s", code.co_qualname)
-        self._old = set()
+        self._old = {}
 
     def arm(self, fn, lines: frozenset) -> bool:
         """LINE events on every code object of `fn` that has one of `lines`; False if none has."""
         armed = False
         for code in nested_codes(fn.__code__):
-            if code in self._codes:
+            if id(code) in self._codes:  # identity: an equal copy (from a pickle) is another code
                 armed = True
                 continue
             if lines & code_lines(code):
-                if code not in self._old:  # still on from the set before: nothing to switch
+                if id(code) not in self._old:  # still on from the set before: nothing to switch
                     self._mon.set_local_events(self.tool, code, self._mon.events.LINE)
-                self._codes.add(code)
+                self._codes[id(code)] = code
                 armed = True
         return armed
 
     def disarm_all(self) -> None:
-        for code in self._codes | self._old:
+        for code in {**self._old, **self._codes}.values():
             try:
                 self._mon.set_local_events(self.tool, code, 0)
             except Exception:  # noqa: BLE001
                 swallow("switching off LINE events of %s", code.co_qualname)
         self._codes.clear()
-        self._old = set()
+        self._old = {}
 
     def restart(self) -> None:
         """Lines switched off by DISABLE fire again (after the hooks read a new table)."""
