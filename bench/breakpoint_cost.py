@@ -17,6 +17,8 @@ no agent, measured in the same run, interleaved (the same hot loop in every acto
                          once armed / before (fastest chunk of each), in the same call (3.11: the tracer;
                          a worst case: one cheap arithmetic line per pass)
   running_frame_line_us  what each line the armed running frame executes costs more (3.11)
+  running_frame_c_ratio  the same with a loop whose passes spend their time in C (~20 us each),
+                         as a training step does in its tensor library
   running_after_return_ratio   that worker's loop once the armed frame returned, against the
                          baseline actor (the point still armed): the cost is gone (target <= 1.05)
 """
@@ -61,15 +63,17 @@ class Looper:
             s += i * i % 7  # @line hot
         return time.perf_counter() - t
 
-    def loop_for(self, seconds: float, n: int) -> list[tuple[float, float]]:
-        """The hot loop in one long call, timed per chunk of `n` passes: (end time, seconds)."""
+    def loop_for(self, seconds: float, n: int, c_work: int = 0) -> list[tuple[float, float]]:
+        """The hot loop in one long call, timed per chunk of `n` passes: (end time, seconds).
+        `c_work` > 0: each pass spends its time in C instead (a sum over that many ints), as a
+        training step spends it in its tensor library."""
         out: list[tuple[float, float]] = []
         end = time.time() + seconds
         while time.time() < end:
             t = time.perf_counter()
             s = 0
             for i in range(n):
-                s += i * i % 7
+                s += sum(range(c_work)) if c_work else i * i % 7
             out.append((time.time(), time.perf_counter() - t))
         return out  # @line running-end
 
@@ -191,7 +195,25 @@ def measure_running_frame(client: BrokerClient) -> dict:
         time.sleep(0.1)
     n = LOOP_N // 40
     ray.get(running.loop_for.remote(0.2, n))  # warm up
-    ref = running.loop_for.remote(6.0, n)
+    slow, fast, _ = armed_while_running(client, running, pid, n, 0)
+    c_slow, c_fast, _ = armed_while_running(client, running, pid, 50, 2000)
+    t = interleaved({"base": base.loop.remote, "after": running.loop.remote})
+    client.delete("/v1/breakpoints")
+    ray.kill(base)
+    ray.kill(running)
+    return {
+        "running_frame_ratio": slow / fast,
+        # Two line events per pass of this loop (the `for` line, the body line).
+        "running_frame_line_us": (slow - fast) / (2 * n) * 1e6,
+        "running_frame_c_ratio": c_slow / c_fast,
+        "running_after_return_ratio": t["after"] / t["base"],
+    }
+
+
+def armed_while_running(client: BrokerClient, actor, pid: int, n: int, c_work: int) -> tuple:
+    """(fastest chunk once armed, fastest before, chunk counts) of one loop_for call armed midway."""
+    client.delete("/v1/breakpoints")
+    ref = actor.loop_for.remote(6.0, n, c_work)
     while next(w for w in client.workers() if w["pid"] == pid)["state"] != "running":
         time.sleep(0.01)
     time.sleep(1.5)  # chunks run unarmed first: the baseline of the same call
@@ -201,18 +223,7 @@ def measure_running_frame(client: BrokerClient) -> dict:
     chunks = ray.get(ref)
     before = [d for t, d in chunks if t < armed_at - 0.05]
     after = [d for t, d in chunks if t > armed_at + 0.5]
-    t = interleaved({"base": base.loop.remote, "after": running.loop.remote})
-    client.delete("/v1/breakpoints")
-    ray.kill(base)
-    ray.kill(running)
-    slow, fast = min(after), min(before)  # the best chunk of each: load spikes only add
-    return {
-        "running_frame_ratio": slow / fast,
-        # Two line events per pass of this loop (the `for` line, the body line).
-        "running_frame_line_us": (slow - fast) / (2 * n) * 1e6,
-        "running_frame_chunks": [len(before), len(after)],
-        "running_after_return_ratio": t["after"] / t["base"],
-    }
+    return min(after), min(before), [len(before), len(after)]  # the best chunk: load only adds
 
 
 def measure_put_to_armed(client: BrokerClient) -> dict:

@@ -152,11 +152,12 @@ def test_a_snapshot_in_a_running_frame_captures_its_locals(t):
 
 
 @pytest.mark.skipif(not REWRITE, reason="the tracer of running frames is the 3.11 backend's")
-def test_disarming_gives_a_running_thread_its_speed_back(t):
+@pytest.mark.parametrize("fn, line", [(spin_closures, CLOSURE), (spin, SPIN)], ids=["calls", "no-calls"])
+def test_disarming_gives_a_running_thread_its_speed_back(t, fn, line):
     tr, rec, loops = t
-    loop = Loop(spin_closures)  # calls a function each pass: where the thread drops its tracer
+    loop = Loop(fn)  # with or without a Python call per pass (where a thread could drop its tracer)
     loops.append(loop)
-    tr.update([spec("c", CLOSURE, logMessage="x")], {})
+    tr.update([spec("c", line, logMessage="x")], {})
     wait_until(lambda: rec.logs(), 10, 0.01, "armed and firing")
     assert loop.trace_seen[-1] is not None  # the traced thread, while its frame is armed
     tr.update([], {})
