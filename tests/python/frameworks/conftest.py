@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import local_cluster, pin_ray_env
+from helpers import free_port, local_cluster, pin_ray_env
 
 from raysleuth.broker.process import start_broker
 from raysleuth.client import BrokerClient
@@ -40,6 +40,19 @@ def broker(ray_cluster, tmp_path_factory):
 @pytest.fixture(scope="session")
 def client(broker):
     return BrokerClient(broker.http, broker.token)
+
+
+@pytest.fixture(scope="module")
+def serve_url(ray_cluster):
+    """Ray Serve on loopback with the `fw_serve` app at /double; shut down after the module."""
+    import fw_serve  # here, not at the top: ray is imported only after pin_ray_env
+    from ray import serve
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(fw_serve.app, name="fw", route_prefix="/double")
+    yield f"http://127.0.0.1:{port}/double"
+    serve.shutdown()
 
 
 @pytest.fixture
