@@ -13,9 +13,6 @@ from pathlib import Path
 import pytest
 from helpers import free_port, local_cluster, pin_ray_env
 
-from raysleuth.broker.process import start_broker
-from raysleuth.client import BrokerClient
-
 HERE = Path(__file__).resolve().parent
 
 pin_ray_env(auth_mode="disabled")  # before anything imports ray: it reads these at import
@@ -28,18 +25,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 def ray_cluster():
     with local_cluster("rs-fw-", num_cpus=8) as ctx:
         yield ctx
-
-
-@pytest.fixture(scope="session")
-def broker(ray_cluster, tmp_path_factory):
-    b = start_broker(tmp_path_factory.mktemp("state"), address=ray_cluster.address_info["gcs_address"])
-    yield b
-    assert b.stop() == 0
-
-
-@pytest.fixture(scope="session")
-def client(broker):
-    return BrokerClient(broker.http, broker.token)
 
 
 @pytest.fixture(scope="module")
