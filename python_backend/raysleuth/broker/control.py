@@ -91,6 +91,7 @@ class Control:
                     continue
                 res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
                 if res.get("resumed"):
+                    self.table.resumed(w.id)
                     done.append(w.id)
                 else:
                     reason = res.get("error") or (

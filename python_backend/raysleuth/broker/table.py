@@ -29,6 +29,9 @@ class WorkerTable:
         self.stopped_links: dict[str, dict | None] = {}
         """Worker id → where it is paused (or None while that is being found) while a link
         holds it stopped."""
+        self._resumed: dict[str, object] = {}
+        """Worker id → `time` of its last report, a paused one, sent before a continue we made:
+        that report is stale until the worker's next one arrives."""
         self._workers: list[Worker] = []
         self._published: list[dict] | None = None
         hub.on("link", self._on_link)
@@ -52,6 +55,26 @@ class WorkerTable:
         }
         self.recompute()
 
+    def resumed(self, worker_id: str) -> None:
+        """We let `worker_id` run: its report still says paused until its next one arrives."""
+        rep = next((r for r in self.reports if r.get("id") == worker_id), None)
+        if rep is not None and rep.get("state") == "paused":
+            self._resumed[worker_id] = rep.get("time")
+            self.recompute()
+
+    def _current_reports(self) -> list[dict]:
+        """The reports, a paused one we have since resumed read as running."""
+        out = []
+        for rep in self.reports:
+            wid = rep.get("id")
+            if wid in self._resumed:
+                if rep.get("state") == "paused" and rep.get("time") == self._resumed[wid]:
+                    rep = dict(rep, state="running", paused_at=None)
+                else:
+                    del self._resumed[wid]
+            out.append(rep)
+        return out
+
     def _on_link(self, change: dict) -> None:
         """A link's stop state changed: {worker, stopped, paused_at}."""
         if change.get("stopped"):
@@ -63,7 +86,7 @@ class WorkerTable:
     # --- the table ------------------------------------------------------------------------------
 
     def recompute(self) -> None:
-        workers = merge_workers(self.reports, self.state, self.clock())
+        workers = merge_workers(self._current_reports(), self.state, self.clock())
         for w in workers:
             if w.id in self.stopped_links and w.state != "exited":
                 w.state = "paused"

@@ -49,6 +49,19 @@ def test_the_table_publishes_workers_only_when_what_a_client_sees_changed(tmp_pa
     assert len(frames(q)) == 1
 
 
+def test_a_worker_we_resumed_reads_running_until_its_next_report(tmp_path):
+    table, _, _ = make_table(tmp_path)
+    where = {"path": "/t.py", "line": 3, "reason": "breakpoint"}
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, time=NOW - 2)])
+    assert table.get("w1").state == "paused"
+    table.resumed("w1")
+    assert (table.get("w1").state, table.get("w1").paused_at) == ("idle", None)
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, time=NOW - 2)])
+    assert table.get("w1").state == "idle"  # the same stale report again
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, time=NOW - 1)])
+    assert table.get("w1").state == "paused"  # a new pause
+
+
 def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
     table, hub, _ = make_table(tmp_path)
     table.take_reports([report("w1", 11, rank=0)])
