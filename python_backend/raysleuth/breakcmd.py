@@ -9,7 +9,7 @@ import time
 from raysleuth.errors import BadRequest
 from raysleuth.model.scope import format_ranks, parse_ranks
 
-ARMED_WAIT_S = 2.0
+ARMED_WAIT_S = 5.0
 """How long `break` waits to report how many workers armed the new breakpoint."""
 
 OWNER = "cli"
@@ -98,7 +98,11 @@ def run_break(client, args) -> int:
         return 0
     mine = next(b for b in res["breakpoints"] if b["line"] == line)
     deadline = time.monotonic() + ARMED_WAIT_S
-    while mine.get("armed", 0) == 0 and time.monotonic() < deadline:
+    # Until every live worker took the new set (then the count is final), or at least one armed
+    # it where the broker cannot tell (an older broker without `pending`).
+    while time.monotonic() < deadline and (
+        mine.get("pending", 0) > 0 or ("pending" not in mine and mine.get("armed", 0) == 0)
+    ):
         time.sleep(0.2)
         mine = next((b for b in client.breakpoints() if b["id"] == mine["id"]), mine)
     if args.json:

@@ -33,6 +33,7 @@ class FakeAgents:
 
     async def set_points(self, specs):
         self.point_sets.append(specs)
+        self.points_version = f"v{len(self.point_sets)}"
 
     async def set_watch(self, watched):
         self.watch.append(watched)
@@ -94,6 +95,10 @@ class FakeTable:
 
     def ray_debugger_port(self, wid):
         return None
+
+    def resumed(self, wid):
+        """The broker let `wid` run (the real table then reads its paused report as running)."""
+        self.get(wid).state = "running"
 
     def ray_record(self, wid):
         return self.ray_records.get(wid)

@@ -25,6 +25,8 @@ class Agents:
         """The registry actor's handle, once started."""
         self.hold_s = hold_s
         """Post-mortem hold, in seconds, while a client watches."""
+        self.points_version: str | None = None
+        """The registry's version of the point set last handed over (agents report theirs)."""
 
     def __str__(self) -> str:
         return "Agents[registry]"
@@ -67,6 +69,7 @@ class Agents:
         if self.registry is None:
             return
         version = await self.registry.set_points.remote(specs)
+        self.points_version = version
         await asyncio.to_thread(kv_put_points, {"version": version, "points": specs})
 
     async def set_watch(self, watched: bool) -> None:

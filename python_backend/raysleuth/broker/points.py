@@ -181,9 +181,25 @@ class PointService:
                 counts.update(rep.get("armed") or ())
         return counts
 
+    def pending(self) -> int:
+        """Live workers with an agent that have not taken the current set yet (the armed counts
+        may still grow until this is 0)."""
+        version = getattr(self.agents, "points_version", None)
+        if version is None:
+            return 0
+        live = self._live_ids()
+        return sum(
+            1
+            for rep in self._reports()
+            if rep.get("id") in live and rep.get("goodbye") is None and rep.get("bp_version") != version
+        )
+
+    def _listed(self, p: Point, counts: collections.Counter, pending: int) -> dict:
+        return dict(p.to_json(counts.get(p.id, 0)), pending=pending)
+
     def breakpoint_listing(self) -> list[dict]:
-        counts = self.armed_counts()
-        return [p.to_json(counts.get(p.id, 0)) for p in self.points.breakpoints()]
+        counts, pending = self.armed_counts(), self.pending()
+        return [self._listed(p, counts, pending) for p in self.points.breakpoints()]
 
     def snapshot_listing(self) -> list[dict]:
         counts = self.armed_counts()
@@ -214,8 +230,8 @@ class PointService:
             f" ({who})" if who else "",
         )
         await self.push()
-        counts = self.armed_counts()
-        return {"path": path, "owner": owner, "breakpoints": [p.to_json(counts.get(p.id, 0)) for p in mine]}
+        counts, pending = self.armed_counts(), self.pending()
+        return {"path": path, "owner": owner, "breakpoints": [self._listed(p, counts, pending) for p in mine]}
 
     async def clear(self, owner: str | None, who: str = "") -> int:
         gone = self.points.clear(owner)

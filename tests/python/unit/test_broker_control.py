@@ -118,6 +118,7 @@ async def test_continue_goes_through_a_stopped_link_else_the_agent_and_says_who_
     assert "attach to continue" in res["skipped"][0]["reason"]
     assert ("continue", {"threadId": 1}) in link.requests and changes[-1]["stopped"] is False
     assert [w for w, c in agents.commands if c["op"] == "resume"] == ["w2", "w3"]
+    assert [w.state for w in ws[1:]] == ["running", "paused"]  # the table heard of w2 at once
 
 
 async def test_pause_stops_the_main_thread_of_running_agent_workers():

@@ -106,6 +106,20 @@ async def test_armed_counts_come_from_live_workers_reports(tmp_path):
     assert q.empty()
 
 
+async def test_pending_counts_live_workers_that_have_not_taken_the_new_set(tmp_path):
+    reports = []
+    svc, agents, _ = service(tmp_path, reports=reports, live={"w1", "w2"})
+    await svc.put_file({"path": F, "breakpoints": [{"line": 5}]})
+    reports += [
+        {"id": "w1", "bp_version": agents.points_version},
+        {"id": "w2", "bp_version": "older"},
+        {"id": "w3", "bp_version": "older"},  # not live: not waited for
+    ]
+    assert svc.breakpoint_listing()[0]["pending"] == 1
+    reports[1]["bp_version"] = agents.points_version
+    assert svc.breakpoint_listing()[0]["pending"] == 0
+
+
 async def test_snapshot_points_collect_rows_until_removed(tmp_path):
     svc, agents, _ = service(tmp_path)
     snap = await svc.add_snapshot({"path": F, "line": 8, "condition": "[rank 1]", "count": 2})
