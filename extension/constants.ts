@@ -9,6 +9,7 @@ export const LOGPOINT_CHANNEL_NAME = "Ray Sleuth Logpoints";
 export const VIEW_CONTAINER_ID = "raySleuth";
 export const WORKERS_VIEW_ID = "raySleuth.workers";
 export const CRASHES_VIEW_ID = "raySleuth.crashes";
+export const STACKS_VIEW_ID = "raySleuth.stacks";
 
 export const Commands = {
   connect: "raySleuth.connect",
@@ -25,8 +26,17 @@ export const Commands = {
   captureHere: "raySleuth.captureHere",
   inspectCrash: "raySleuth.inspectCrash",
   refreshCrashes: "raySleuth.refreshCrashes",
+  showStacks: "raySleuth.showStacks",
+  refreshStacks: "raySleuth.refreshStacks",
+  watchHangs: "raySleuth.watchHangs",
+  stopWatchingHangs: "raySleuth.stopWatchingHangs",
+  copyStacks: "raySleuth.copyStacks",
+  attachStackRank: "raySleuth.attachStackRank",
+  captureStackHere: "raySleuth.captureStackHere",
+  openStackFrame: "raySleuth.openStackFrame",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
+  focusStacks: `${STACKS_VIEW_ID}.focus`,
 } as const;
 
 export const SETTINGS_SECTION = "raySleuth";
@@ -47,6 +57,8 @@ export const CLUSTER_SESSION_NAME = "Ray cluster";
 
 export const ContextKeys = {
   connected: "raySleuth.connected",
+  /** The broker's hang watch is on (the Stacks view's title shows the stop button). */
+  watchingHangs: "raySleuth.watchingHangs",
 } as const;
 
 /** Environment variable holding the broker token (as in the CLI). */

@@ -23,6 +23,7 @@ import { RankBreakpointEditor } from "./breakpoints/rankBreakpoints";
 import { EvaluateService } from "./views/evaluatePanel";
 import { SnapshotService } from "./views/snapshotPanel";
 import { CrashesService } from "./views/crashesView";
+import { StacksService } from "./views/stacksView";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -44,6 +45,7 @@ export interface RaySleuthApi {
   snapshots: SnapshotService;
   logpoints: LogpointService;
   crashes: CrashesService;
+  stacks: StacksService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -70,6 +72,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const evaluate = new EvaluateService(connection);
   const snapshots = new SnapshotService(connection, state);
   const crashes = new CrashesService(connection);
+  const stacks = new StacksService(connection, state, (request) => snapshots.capture(request));
 
   context.subscriptions.push(
     channel,
@@ -87,6 +90,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     evaluate,
     snapshots,
     crashes,
+    stacks,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
@@ -103,6 +107,14 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.captureHere, () => snapshots.command()),
     registerCommand(Commands.inspectCrash, (target) => crashes.inspect(target)),
     registerCommand(Commands.refreshCrashes, () => crashes.refresh()),
+    registerCommand(Commands.showStacks, () => stacks.show()),
+    registerCommand(Commands.refreshStacks, () => stacks.refresh()),
+    registerCommand(Commands.watchHangs, () => stacks.toggleWatch()),
+    registerCommand(Commands.stopWatchingHangs, () => stacks.toggleWatch()),
+    registerCommand(Commands.copyStacks, (target) => stacks.copyText(target)),
+    registerCommand(Commands.attachStackRank, (target) => stacks.attachRank(target)),
+    registerCommand(Commands.captureStackHere, (target) => stacks.captureHere(target)),
+    registerCommand(Commands.openStackFrame, (target) => stacks.openFrame(target)),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
         connection.connect({ interactive: false }).catch((err: unknown) => swallow("Connecting when the Cluster view opened failed", err));
@@ -134,6 +146,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     snapshots,
     logpoints,
     crashes,
+    stacks,
     get brokerClient() {
       return connection.client;
     },

@@ -5,6 +5,7 @@
 // mocha tests and in the extension host. It never shows anything.
 import { EventEmitter } from "events";
 import { createParser } from "eventsource-parser";
+import { formatRanks } from "../common/ranks";
 import {
   BrokerErrorBody,
   BrokerStatus,
@@ -18,6 +19,10 @@ import {
   SnapshotRequest,
   SnapshotRow,
   SnapshotSummary,
+  StacksQuery,
+  StacksResult,
+  StacksWatchRequest,
+  StacksWatchStatus,
   StreamEvent,
   WorkerInfo,
   WorkerSelector,
@@ -78,6 +83,28 @@ export async function readEventStream(body: AsyncIterable<Uint8Array>, onEvent: 
     parser.feed(decoder.decode(chunk, { stream: true }));
   }
   parser.feed(decoder.decode());
+}
+
+/** The query string of `GET /v1/stacks` ("" when the query selects every worker). */
+export function stacksQueryString(query: StacksQuery = {}): string {
+  const params = new URLSearchParams();
+  if (query.job) {
+    params.set("job", query.job);
+  }
+  if (query.ranks?.length) {
+    params.set("ranks", formatRanks(query.ranks));
+  }
+  if (query.workers?.length) {
+    params.set("workers", query.workers.join(","));
+  }
+  if (query.native) {
+    params.set("native", "1");
+  }
+  if (query.timeout !== undefined) {
+    params.set("timeout", String(query.timeout));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
 }
 
 export class BrokerClient {
@@ -174,6 +201,25 @@ export class BrokerClient {
   /** Stops running workers where they are (they then show `paused`). */
   pauseWorkers(selector: WorkerSelector): Promise<PauseReply> {
     return this.requestJson<PauseReply>("POST", "/v1/pause", selector);
+  }
+
+  /** Every selected worker's stacks, grouped (the workers answer within `query.timeout` s). */
+  getStacks(query: StacksQuery = {}): Promise<StacksResult> {
+    return this.requestJson<StacksResult>("GET", `/v1/stacks${stacksQueryString(query)}`);
+  }
+
+  getStacksWatch(): Promise<StacksWatchStatus> {
+    return this.requestJson<StacksWatchStatus>("GET", "/v1/stacks/watch");
+  }
+
+  /** Starts (or retunes) the broker's hang watch: a sample every `interval` s. */
+  setStacksWatch(request: StacksWatchRequest = {}): Promise<StacksWatchStatus> {
+    return this.requestJson<StacksWatchStatus>("PUT", "/v1/stacks/watch", request);
+  }
+
+  /** Stops the broker's hang watch. */
+  deleteStacksWatch(): Promise<unknown> {
+    return this.requestJson<unknown>("DELETE", "/v1/stacks/watch");
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */

@@ -4,7 +4,7 @@
 import * as assert from "assert";
 import * as http from "http";
 import * as net from "net";
-import { BrokerClient, BrokerError, readEventStream, StreamState } from "../../../extension/broker/brokerClient";
+import { BrokerClient, BrokerError, readEventStream, stacksQueryString, StreamState } from "../../../extension/broker/brokerClient";
 import { StreamEvent, WorkerInfo } from "../../../extension/broker/types";
 
 const TOKEN = "s3cret";
@@ -132,6 +132,25 @@ describe("Broker client against a local fake broker", () => {
     assert.strictEqual(reply.owner, "vscode:x");
     assert.deepStrictEqual(JSON.parse(broker.requests[0].body), { path: "/a.py", owner: "vscode:x", breakpoints: [{ line: 3, condition: "[rank 1]" }] });
     assert.strictEqual(broker.requests[0].headers["content-type"], "application/json");
+  });
+
+  it("asks GET /v1/stacks with the selection in the query, and PUTs / DELETEs the hang watch", async () => {
+    const result = { time: 1, elapsed_ms: 2, workers: [], groups: [], collectives: [], behind: [], text: "" };
+    broker.routes.set("GET /v1/stacks?job=02000000&ranks=0-2%2C5&native=1&timeout=3", json(200, result));
+    broker.routes.set("GET /v1/stacks", json(200, result));
+    broker.routes.set("PUT /v1/stacks/watch", (req, res, body) => json(200, { on: true, ...JSON.parse(body), cost_ms: null })(req, res, body));
+    broker.routes.set("DELETE /v1/stacks/watch", json(200, { on: false }));
+    const c = connect();
+    assert.deepStrictEqual(await c.getStacks({ job: "02000000", ranks: [5, 2, 0, 1], native: true, timeout: 3 }), result);
+    assert.deepStrictEqual(await c.getStacks(), result);
+    const watch = await c.setStacksWatch({ interval: 10, samples: 3 });
+    assert.deepStrictEqual(watch, { on: true, interval: 10, samples: 3, cost_ms: null });
+    await c.deleteStacksWatch();
+    assert.deepStrictEqual(
+      broker.requests.map((r) => `${r.method} ${r.url}`),
+      ["GET /v1/stacks?job=02000000&ranks=0-2%2C5&native=1&timeout=3", "GET /v1/stacks", "PUT /v1/stacks/watch", "DELETE /v1/stacks/watch"],
+    );
+    assert.strictEqual(stacksQueryString({ workers: ["a1", "b2"], ranks: [] }), "?workers=a1%2Cb2");
   });
 
   it("turns a 401 into an unauthorized error that says where the token comes from", async () => {

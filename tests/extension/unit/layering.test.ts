@@ -49,6 +49,7 @@ const PURE = [
   "breakpoints/rankScope",
   "views/html",
   "views/resultTables",
+  "views/stackTree",
 ];
 
 /** What each room may import from the others: views → services → client, never back. */
@@ -62,7 +63,7 @@ const MAY_IMPORT: Record<string, string[]> = {
 };
 
 /** Views: only extension.ts builds them; no service holds one. */
-const VIEWS = ["cluster/workerTreeProvider", "cluster/statusBar", "breakpoints/breakpointDecorations", "views/crashesView", "views/evaluatePanel", "views/snapshotPanel"];
+const VIEWS = ["cluster/workerTreeProvider", "cluster/statusBar", "breakpoints/breakpointDecorations", "views/crashesView", "views/evaluatePanel", "views/snapshotPanel", "views/stacksView"];
 
 describe("Extension rooms", () => {
   it("finds the sources", () => {
