@@ -87,7 +87,7 @@ class Trigger:
                 if table.points:
                     self._ensure_backend()
                     t0 = time.perf_counter()
-                    self._scan(gc.get_objects())
+                    self._scan(self._heap())
                     self.scan_ms = (time.perf_counter() - t0) * 1000
             finally:
                 if backend is not None:
@@ -101,6 +101,24 @@ class Trigger:
 
     def points_for_file(self, filename: str) -> list[ArmedPoint]:
         return self._table.points_for_file(filename)
+
+    def _heap(self) -> list:
+        """What the full scan looks through: every object the collector tracks, and, in a
+        process that called `gc.freeze()` (Ray Serve's replicas do, once started), the functions
+        that hides: those of modules with points and those rebuilt from pickles."""
+        objects = gc.get_objects()
+        if not gc.get_freeze_count():
+            return objects
+        from raysleuth.agent import datahook
+
+        seen: set[int] = set()
+        objects.extend(datahook.rebuilt)
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if f and self._table.points_for_file(f):
+                for o in loaded_objects(mod):
+                    objects.extend(functions_in(o, seen))
+        return objects
 
     def _scan(self, objects) -> None:
         for obj in objects:

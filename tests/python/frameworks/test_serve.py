@@ -2,7 +2,9 @@
 replica; the request waits while the replica is paused and answers after POST /v1/continue.
 
 Serve ships the deployment's class by value (the module's `Doubler` is a Deployment, not the
-class), so the replica rebuilds it from a pickle: the agent arms it as it is rebuilt."""
+class), so the replica rebuilds it from a pickle: the agent arms it as it is rebuilt. A point set
+while the replica already runs is armed too, although the replica called `gc.freeze()` after
+start-up (which hides its objects from `gc.get_objects()`)."""
 
 from __future__ import annotations
 
@@ -54,3 +56,14 @@ def test_point_set_before_the_deployment_stops_a_request(client, serve_url, clea
         hold_a_request_at_the_point(client, early)
     finally:
         serve.delete("fw-early")
+
+
+def test_point_set_while_the_replica_runs_stops_the_next_request(client, serve_url, clean_points):
+    assert get(f"{serve_url}?x=1") == (200, "doubled 2")  # the replica is up and has served once
+    client.set_breakpoints(JOB, [{"line": LINE, "condition": "x == 21"}])
+    wait_until(
+        lambda: sum(b["armed"] for b in client.breakpoints() if b["line"] == LINE) >= 1,
+        15,
+        message="the point armed in the running replica",
+    )
+    hold_a_request_at_the_point(client, serve_url)

@@ -297,3 +297,33 @@ def test_hook_failure_never_reaches_the_reader(agent, udfs, monkeypatch):
 
     monkeypatch.setattr(agent.arming, "modules_arrived", broken)
     assert reader_of(agent)._deserialize_pickle5_data(data)(3) == 6
+
+
+@pytest.fixture
+def frozen_heap():
+    """What Ray Serve's replicas do once started: `gc.freeze()`, which hides every object made so
+    far from `gc.get_objects()` (the arming scan's first source)."""
+    yield gc.freeze
+    gc.unfreeze()
+
+
+def test_a_class_rebuilt_before_any_point_is_armed_in_a_frozen_heap(
+    agent, udfs, ray_cloudpickle, frozen_heap
+):
+    name, path = udfs
+    data = by_value(ray_cloudpickle, name, path, lambda m: m.Scale(3))
+    scale = ray_cloudpickle.loads(data)  # no point yet: an idle replica rebuilds its class
+    frozen_heap()
+    assert not any(o is type(scale).__call__ for o in gc.get_objects())
+    agent.set_points(logpoint("s", path, SCALE_LINE, "scale {x}*{self.k}"))
+    assert scale(5) == 15
+    assert agent.logs() == ["scale 5*3"]
+
+
+def test_a_module_function_is_armed_in_a_frozen_heap(agent, udfs, frozen_heap):
+    name, path = udfs
+    module = import_file(name, path)
+    frozen_heap()
+    agent.set_points(logpoint("d", path, DOUBLE_LINE, "double {x}"))
+    assert module.double(21) == 42
+    assert agent.logs() == ["double 21"]
