@@ -14,7 +14,20 @@ __all__ = ["init", "set_rank", "event", "inspect", "__version__"]
 
 
 def init() -> None:
-    """Start the Ray Sleuth agent in this process (a driver or a worker); safe to call twice."""
+    """Start the Ray Sleuth agent in this process (a driver or a worker); safe to call twice.
+
+    On a Python or Ray outside the tested matrix it starts nothing and warns (RuntimeWarning)
+    naming what to install.
+    """
+    from raysleuth.versions import unsupported_message
+
+    refused = unsupported_message()
+    if refused:
+        import warnings
+
+        message, hint = refused
+        warnings.warn(f"Ray Sleuth is off in this process: {message} {hint}", RuntimeWarning, stacklevel=2)
+        return
     from raysleuth import agent
 
     agent.start_when_connected(source="api")

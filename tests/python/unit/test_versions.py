@@ -115,3 +115,18 @@ def test_hook_does_nothing_outside_ray_workers(monkeypatch):
     monkeypatch.setattr(versions, "installed_ray_version", lambda: "1.0.0")
     err = io.StringIO()
     assert _activate.activate(["/usr/bin/raylet"], stderr=err) is False and err.getvalue() == ""
+
+
+def test_init_on_an_unsupported_ray_warns_with_the_hint_and_starts_no_agent(monkeypatch):
+    import raysleuth
+
+    started = []
+    monkeypatch.setattr(versions, "installed_ray_version", lambda: "2.38.0")
+    monkeypatch.setattr("raysleuth.agent.start_when_connected", lambda source: started.append(source))
+    off = r"Ray Sleuth is off in this process: Ray 2\.38\.0.*pip install -U"
+    with pytest.warns(RuntimeWarning, match=off):
+        raysleuth.init()
+    assert started == []
+    monkeypatch.setattr(versions, "installed_ray_version", lambda: "2.60.0")
+    raysleuth.init()
+    assert started == ["api"]
