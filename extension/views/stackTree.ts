@@ -5,6 +5,7 @@
 import * as path from "path";
 import { BehindRank, StackFrame, StackGroup, StacksResult, StacksWorker } from "../broker/types";
 import type { PathMapping } from "../debug/attachConfig";
+import { formatRanks } from "../common/ranks";
 
 export interface StackJobNode {
   kind: "job";
@@ -60,7 +61,7 @@ export type StackNode = StackJobNode | StackGroupNode | StackFrameNode | StackUn
 /** True for a frame of an installed package, the standard library or generated code. */
 export function isLibraryPath(p: string): boolean {
   const posix = p.replace(/\\/g, "/");
-  return p.startsWith("<") || /\/(site|dist)-packages\//.test(posix) || /\/lib\/python\d+(\.\d+)?t?\//.test(posix);
+  return !p || p.startsWith("<") || /\/(site|dist)-packages\//.test(posix) || /\/lib\/python\d+(\.\d+)?t?\//.test(posix);
 }
 
 /** The innermost frame of the user's own code, else the innermost frame. */
@@ -72,20 +73,51 @@ function base(p: string): string {
   return p.replace(/\\/g, "/").split("/").pop() ?? p;
 }
 
-/** "train_step · train.py:88". */
-export function frameSummary(f: StackFrame): string {
-  return `${f.function} · ${base(f.path)}:${f.line}`;
+/** A group's members as the CLI's text names them: "rank 3", "ranks 0-2", "2 workers", "ranks 0-2 and 1 more". */
+function members(ranks: readonly number[], count: number): string {
+  if (ranks.length === 0) {
+    return count === 1 ? "1 worker" : `${count} workers`;
+  }
+  const text = `${ranks.length === 1 ? "rank" : "ranks"} ${formatRanks(ranks)}`;
+  return count > ranks.length ? `${text} and ${count - ranks.length} more` : text;
 }
 
-/** "ranks 0-2 (3)", "rank 3 (1)"; workers without a rank are counted instead. */
+/** "ranks 0-2 (3)", "rank 3 (1)", "2 workers (2)". */
 export function groupLabel(g: StackGroup): string {
-  const ranks = g.ranks ?? [];
   const count = g.count ?? g.workers?.length ?? 0;
-  if (ranks.length === 0) {
-    return `${count} worker${count === 1 ? "" : "s"} without a rank (${count})`;
+  return `${members(g.ranks ?? [], count)} (${count})`;
+}
+
+/** User frames the one-line summary shows before "← …" (as the CLI's). */
+const SUMMARY_FRAMES = 3;
+
+/** Decorators' inner functions: the summary names the call they wrap instead. */
+const WRAPPER = /(wrapper|wrapped|inner|decorator|decorated)$/i;
+
+/**
+ * A stack in one line, innermost first, as `raysleuth stacks` writes it: the library
+ * call the user's code is in, then up to three user frames:
+ * "all_reduce ← train_step train.py:88 ← fit train.py:120".
+ */
+export function stackSummary(frames: readonly StackFrame[]): string {
+  if (frames.length === 0) {
+    return "(no frames)";
   }
-  const text = g.ranks_text || ranks.join(",");
-  return `${ranks.length === 1 ? "rank" : "ranks"} ${text} (${count})`;
+  const place = (f: StackFrame) => `${f.function} ${base(f.path)}:${f.line}`;
+  const firstUser = frames.findIndex((f) => !isLibraryPath(f.path));
+  let parts: string[];
+  let more: boolean;
+  if (firstUser < 0) {
+    parts = frames.slice(0, SUMMARY_FRAMES).map(place);
+    more = frames.length > SUMMARY_FRAMES;
+  } else {
+    const library = frames.slice(0, firstUser);
+    const called = [...library].reverse().find((f) => !WRAPPER.test(f.function)) ?? library[library.length - 1];
+    const user = frames.slice(firstUser).filter((f) => !isLibraryPath(f.path));
+    parts = [...(called ? [called.function] : []), ...user.slice(0, SUMMARY_FRAMES).map(place)];
+    more = user.length > SUMMARY_FRAMES;
+  }
+  return [...parts, ...(more ? ["…"] : [])].join(" ← ");
 }
 
 /** "last entered #118; ranks 0-2 wait in …" from "rank 3 last entered #118; …": the label names the rank already. */
@@ -115,16 +147,15 @@ function frameTooltip(f: StackFrame): string {
 
 function groupNode(g: StackGroup, index: number, behind: BehindRank[], lagging: boolean): StackGroupNode {
   const id = `group:${jobKey(g.job_id)}:${index}:${g.ranks_text}`;
-  const top = topUserFrame(g.frames ?? []);
   // One line per reason: three ranks behind by the same step say it once.
   const why = [...new Set(behind.map(whyWithoutRank))];
   let description: string;
   if (why.length) {
     description = `behind: ${why.join("; ")}`;
   } else if (lagging) {
-    description = `stack differs${top ? `: ${frameSummary(top)}` : ""}`;
+    description = `stack differs: ${stackSummary(g.frames ?? [])}`;
   } else {
-    description = top ? frameSummary(top) : "no Python frames";
+    description = stackSummary(g.frames ?? []);
   }
   const frames = (g.frames ?? []).map(
     (f, i): StackFrameNode => ({
@@ -155,9 +186,9 @@ function unansweredNode(w: StacksWorker): StackUnansweredNode {
   };
 }
 
-/** A worker listed without any thread: it gave no stack. */
+/** A worker listed without any thread gave no stack (it is in no group). */
 function unanswered(w: StacksWorker): boolean {
-  return !!w.error && !(w.threads ?? []).some((t) => (t.frames ?? []).length > 0);
+  return (w.threads ?? []).length === 0;
 }
 
 /**
@@ -218,22 +249,16 @@ export function stackChildren(node: StackNode): StackNode[] {
   }
 }
 
+/** "    function  /abs/path.py:88 | source line", as the CLI's text writes frames. */
 function groupFrameLines(frames: readonly StackFrame[]): string[] {
-  const lines: string[] = [];
-  for (const f of frames) {
-    lines.push(`  ${f.function} (${f.path}:${f.line})`);
-    if (f.code?.trim()) {
-      lines.push(`      ${f.code.trim()}`);
-    }
-  }
-  return lines;
+  return frames.map((f) => `    ${f.function}  ${f.path}:${f.line}${f.code?.trim() ? ` | ${f.code.trim()}` : ""}`);
 }
 
-/** One group as text for an issue report: its label, why it is behind, its frames innermost first. */
+/** One group as text for an issue report: its label and one-line stack, why it is behind, its frames innermost first. */
 export function groupText(node: StackGroupNode): string {
   const g = node.group;
-  const head = `${node.label}${g.job_id ? ` · job ${g.job_id}` : ""}${node.lagging ? ` · ${node.description}` : ""}`;
-  return [head, ...groupFrameLines(g.frames ?? [])].join("\n") + "\n";
+  const head = `${g.job_id ? `job ${g.job_id}: ` : ""}${node.label}: ${stackSummary(g.frames ?? [])}`;
+  return [head, ...node.behind.map((b) => `  behind: ${b.why}`), ...groupFrameLines(g.frames ?? [])].join("\n") + "\n";
 }
 
 /** The whole answer as text: the broker's own rendering, else one block per group. */

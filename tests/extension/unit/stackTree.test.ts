@@ -17,6 +17,7 @@ import {
   StackJobNode,
   StackNode,
   stackChildren,
+  stackSummary,
   topUserFrame,
 } from "../../../extension/views/stackTree";
 
@@ -78,7 +79,8 @@ describe("Stacks view content", () => {
   it("labels groups with their rank ranges and counts", () => {
     assert.strictEqual(groupLabel(group([0, 1, 2, 4, 5, 6, 7], "0-2,4-7", ALL_REDUCE, false)), "ranks 0-2,4-7 (7)");
     assert.strictEqual(groupLabel(group([3], "3", LOADER, true)), "rank 3 (1)");
-    assert.strictEqual(groupLabel({ ...group([], "", LOADER, false), workers: ["a", "b"], count: 2 }), "2 workers without a rank (2)");
+    assert.strictEqual(groupLabel({ ...group([0, 1, 2], "0-2", LOADER, false), count: 4 }), "ranks 0-2 and 1 more (4)");
+    assert.strictEqual(groupLabel({ ...group([], "", LOADER, false), workers: ["a", "b"], count: 2 }), "2 workers (2)");
   });
 
   it("puts one job's groups at the top, the lagging one marked with why it is behind", () => {
@@ -92,7 +94,7 @@ describe("Stacks view content", () => {
     );
     const [majority, lagging] = groups(roots);
     assert.strictEqual(majority.lagging, false);
-    assert.strictEqual(majority.description, "train_step · train.py:88", "the innermost frame of the user's code, not torch's");
+    assert.strictEqual(majority.description, "all_reduce ← train_step train.py:88 ← fit train.py:120", "the library call by name, then the user's frames");
     assert.strictEqual(lagging.lagging, true);
     assert.strictEqual(lagging.description, "behind: last entered #118; ranks 0-2 wait in gloo:all_reduce #119");
     assert.match(lagging.tooltip, /^rank 3 \(1\) · job 02000000\nbehind: rank 3 last entered #118/);
@@ -123,8 +125,8 @@ describe("Stacks view content", () => {
     assert.deepStrictEqual(
       groups(minority).map((g) => [g.label, g.lagging, g.description]),
       [
-        ["ranks 0-2 (3)", false, "train_step · train.py:88"],
-        ["rank 3 (1)", true, "stack differs: __next__ · data.py:42"],
+        ["ranks 0-2 (3)", false, "all_reduce ← train_step train.py:88 ← fit train.py:120"],
+        ["rank 3 (1)", true, "stack differs: __next__ data.py:42 ← fit train.py:118"],
       ],
     );
     const tie = buildStackTree(hangResult({ behind: [], groups: [group([0, 1], "0-1", ALL_REDUCE, false), group([2, 3], "2-3", LOADER, false)] }));
@@ -165,7 +167,7 @@ describe("Stacks view content", () => {
     assert.deepStrictEqual(
       second.children.map((c) => [c.kind, c.label, c.description]),
       [
-        ["group", "rank 4 (1)", "train_step · train.py:88"],
+        ["group", "rank 4 (1)", "all_reduce ← train_step train.py:88 ← fit train.py:120"],
         ["unanswered", "rank 5 · no stack", "no answer within 2 s"],
       ],
     );
@@ -178,19 +180,18 @@ describe("Stacks view content", () => {
     assert.strictEqual(
       groupText(lagging),
       [
-        "rank 3 (1) · job 02000000 · behind: last entered #118; ranks 0-2 wait in gloo:all_reduce #119",
-        "  __next__ (/app/data.py:42)",
-        "      time.sleep(0.1)",
-        "  fit (/app/train.py:118)",
-        "      batch = next(it)",
-        `  main_loop (${RAY}:900)`,
+        "job 02000000: rank 3 (1): __next__ data.py:42 ← fit train.py:118",
+        "  behind: rank 3 last entered #118; ranks 0-2 wait in gloo:all_reduce #119",
+        "    __next__  /app/data.py:42 | time.sleep(0.1)",
+        "    fit  /app/train.py:118 | batch = next(it)",
+        `    main_loop  ${RAY}:900`,
         "",
       ].join("\n"),
     );
     assert.strictEqual(resultText(hangResult({ text: "ranks 0-2 (3): all_reduce ← train_step train.py:88" })), "ranks 0-2 (3): all_reduce ← train_step train.py:88\n");
     const fallback = resultText(hangResult());
-    assert.ok(fallback.startsWith("ranks 0-2 (3) · job 02000000\n  all_reduce"), fallback);
-    assert.ok(fallback.includes("\nrank 3 (1) · job 02000000 · behind:"), fallback);
+    assert.ok(fallback.startsWith("job 02000000: ranks 0-2 (3): all_reduce ← train_step train.py:88 ← fit train.py:120\n    all_reduce  "), fallback);
+    assert.ok(fallback.includes("\njob 02000000: rank 3 (1): __next__ data.py:42 ← fit train.py:118\n  behind: rank 3 last entered #118"), fallback);
   });
 
   it("tells library frames from the user's code", () => {
@@ -201,6 +202,15 @@ describe("Stacks view content", () => {
     assert.strictEqual(topUserFrame(ALL_REDUCE)?.function, "train_step");
     assert.strictEqual(topUserFrame([frame(RAY, 1, "only")])?.function, "only", "all library: the innermost");
     assert.strictEqual(topUserFrame([]), undefined);
+  });
+
+  it("sums a stack up in one line as the CLI does: the library call by name, not its decorator's wrapper", () => {
+    const wrapped = [frame(TORCH, 10, "all_reduce"), frame(TORCH, 20, "wrapper"), ...ALL_REDUCE.slice(1)];
+    assert.strictEqual(stackSummary(wrapped), "all_reduce ← train_step train.py:88 ← fit train.py:120");
+    const deep = [frame("/a/x.py", 1, "a"), frame("/a/x.py", 2, "b"), frame("/a/x.py", 3, "c"), frame("/a/x.py", 4, "d")];
+    assert.strictEqual(stackSummary(deep), "a x.py:1 ← b x.py:2 ← c x.py:3 ← …");
+    assert.strictEqual(stackSummary([frame(RAY, 900, "main_loop")]), "main_loop worker.py:900");
+    assert.strictEqual(stackSummary([]), "(no frames)");
   });
 });
 
