@@ -78,6 +78,12 @@ def cmd_events(args) -> int:
     return run_events(_client(args), args.since, args.name, args.json, args.export)
 
 
+def cmd_stacks(args) -> int:
+    from raysleuth.stackscmd import run_stacks
+
+    return run_stacks(_client(args), args)
+
+
 def cmd_doctor(args) -> int:
     from raysleuth.doctor import run_doctor
 
@@ -154,6 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--export", metavar="FILE", help="write a trace (chrome://tracing, ui.perfetto.dev)")
     client_opts(ev)
     ev.set_defaults(fn=cmd_events)
+
+    st = sub.add_parser("stacks", help="every worker's stack, grouped; the rank holding the others back")
+    st.add_argument("--job", help="only this job (an id or a prefix)")
+    st.add_argument("--ranks", help="only these ranks: 0-7,9")
+    st.add_argument("--workers", help="only these workers: ids or prefixes, comma-separated")
+    st.add_argument("--native", action="store_true", help="read with py-spy --native (C frames too)")
+    st.add_argument("--timeout", type=float, help="seconds for the whole request (default 2)")
+    st.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    st.add_argument(
+        "--watch", type=float, nargs="?", const=10.0, metavar="S",
+        help="sample every S seconds (default 10) and report suspected hangs until Ctrl-C",
+    )  # fmt: skip
+    st.add_argument("--samples", type=int, default=3, help="with --watch: equal samples that make a hang")
+    client_opts(st)
+    st.set_defaults(fn=cmd_stacks)
 
     dr = sub.add_parser(
         "doctor", help="check every node (Python, Ray, debugpy, the agent, NVML, clock, disk)"

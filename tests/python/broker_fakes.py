@@ -43,12 +43,16 @@ class FakeAgents:
         ans = self.answers.get(command["op"], {"ok": True})
         if isinstance(ans, Exception):
             raise ans
-        return ans(worker_id, command) if callable(ans) else ans
+        res = ans(worker_id, command) if callable(ans) else ans
+        return await res if asyncio.iscoroutine(res) else res
 
 
 class FakeRelay:
-    def __init__(self, fault_text=None):
+    def __init__(self, fault_text=None, pyspy=None):
         self.fault_text = Remote(lambda path: fault_text)
+        self.pyspy_dump = Remote(
+            pyspy or (lambda pid, native, timeout: {"threads": [], "error": "no py-spy"})
+        )
         self.doctor = Remote(lambda t: [{"check": "python", "status": "ok", "detail": "3.11", "hint": None}])
 
 

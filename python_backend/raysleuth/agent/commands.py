@@ -66,8 +66,31 @@ def evaluate(expression: str) -> dict:
     return {"ok": True, "value": bounded_repr(value), "type": type(value).__name__, **where}
 
 
+def stacks() -> dict:
+    """Every thread's stack (not the agent's own), the flight recorder's last collectives, and
+    how long the walk held the GIL: the pause the worker paid (issue 12)."""
+    import time
+
+    from raysleuth.agent.log import swallow
+    from raysleuth.agent.stacks import dump_threads
+
+    t = time.perf_counter()
+    threads = dump_threads(skip_own=True)
+    walk_ms = (time.perf_counter() - t) * 1e3
+    collectives: list[dict] = []
+    try:
+        from raysleuth.agent.collectives import read_flight_recorder
+
+        collectives = read_flight_recorder() or []
+    except Exception:  # noqa: BLE001 - no collectives is an answer; the stacks still are
+        swallow("reading the flight recorder")
+    return {"ok": True, "threads": threads, "collectives": collectives, "walk_ms": walk_ms}
+
+
 def run(agent, command: dict) -> dict:
     op = command.get("op")
+    if op == "stacks":
+        return stacks()
     if op == "evaluate":
         return evaluate(str(command.get("expression", "")))
     if op == "resume":

@@ -34,6 +34,7 @@ from raysleuth.broker.leases import LinkLeases
 from raysleuth.broker.points import PointService, PointSet
 from raysleuth.broker.postmortem import PostMortem
 from raysleuth.broker.relays import RelayPool
+from raysleuth.broker.stacks import StacksService
 from raysleuth.broker.state_api import StateApiClient
 from raysleuth.broker.table import WorkerTable
 from raysleuth.broker.tasks import OwnedTasks
@@ -84,6 +85,7 @@ class Broker:
         self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
         self.control = Control(self.table, self.agents, self.leases)
+        self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
         hub.on("table", lambda _: self.points.publish_listing())
         hub.on_watchers = lambda n: self.tasks.spawn(self.agents.set_watch(n > 0), "telling who watches")
@@ -184,7 +186,7 @@ class Broker:
 
         services = Services(
             self.token, self.token_file, self.hub, self.table, self.status, self.points,
-            self.timeline, self.crashes, self.gpu, self.control, self.doctor,
+            self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
@@ -227,6 +229,7 @@ class Broker:
         with swallowed(log, "resuming paused workers at stop", level=logging.INFO):
             await asyncio.wait_for(self.control.resume_all_waiting(), 3)
         await self.leases.close_all()
+        await self.stacks.close()
         await self.tasks.close()
         await self.relays.close()
         await self.postmortem.close()

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.events import format_sse
+from raysleuth.broker.stacks import StacksQuery
 from raysleuth.errors import BadRequest, NotFound, SleuthError
 from raysleuth.model.point import parse_owner
 
@@ -52,6 +53,8 @@ class Services:
     #: Control: evaluate, continue, pause.
     doctor: object = None
     #: Doctor.
+    stacks: object = None
+    #: StacksService: the hang radar and its watch mode.
 
 
 def make_app(svc: Services) -> web.Application:
@@ -220,7 +223,24 @@ def make_app(svc: Services) -> web.Application:
             )
         return web.json_response(rec.to_json())
 
+    async def get_stacks(request: web.Request) -> web.Response:
+        return web.json_response(await svc.stacks.take(StacksQuery.from_params(request.query)))
+
+    async def get_stacks_watch(request: web.Request) -> web.Response:
+        return web.json_response(svc.stacks.status())
+
+    async def put_stacks_watch(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        return web.json_response(await svc.stacks.start(body.get("interval", 10.0), body.get("samples", 3)))
+
+    async def delete_stacks_watch(request: web.Request) -> web.Response:
+        return web.json_response(await svc.stacks.stop())
+
     app = web.Application(middlewares=[errors_and_auth])
+    app.router.add_get("/v1/stacks", get_stacks)
+    app.router.add_get("/v1/stacks/watch", get_stacks_watch)
+    app.router.add_put("/v1/stacks/watch", put_stacks_watch)
+    app.router.add_delete("/v1/stacks/watch", delete_stacks_watch)
     app.router.add_get("/v1/gpu", get_gpu)
     app.router.add_get("/v1/doctor", get_doctor)
     app.router.add_get("/v1/events", get_events)

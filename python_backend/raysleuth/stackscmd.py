@@ -1,0 +1,99 @@
+"""`raysleuth stacks [--job J] [--ranks R] [--workers ID,...] [--native] [--json] [--watch S]`:
+every worker's stack in one grouped view, and the watch mode that raises "suspected hang".
+
+Prints the broker's `text` (the same as the extension's "Copy as text"), or its JSON. `--watch`
+turns the broker's sampler on, prints each sample and each hang from the event stream until
+Ctrl-C, and turns the sampler off again if it was off before.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from urllib.parse import urlencode
+
+STREAM_TIMEOUT_S = 60.0
+"""The stream sends a keepalive every 15 s: a minute of silence means the broker is gone."""
+
+
+def query_path(args) -> str:
+    params = {}
+    for key in ("job", "ranks", "workers", "timeout"):
+        value = getattr(args, key, None)
+        if value not in (None, ""):
+            params[key] = value
+    if getattr(args, "native", False):
+        params["native"] = "1"
+    return "/v1/stacks" + (f"?{urlencode(params)}" if params else "")
+
+
+def format_result(result: dict) -> str:
+    """The broker's text, and how long it took."""
+    n = len(result.get("workers") or [])
+    took = result.get("elapsed_ms")
+    tail = f"{n} worker(s) in {took:.0f} ms" if isinstance(took, (int, float)) else f"{n} worker(s)"
+    return f"{result.get('text') or ''}\n({tail})"
+
+
+def format_hang(hang: dict) -> str:
+    ranks = f" ranks {hang['ranks_text']}" if hang.get("ranks_text") else ""
+    head = f"SUSPECTED HANG: job {hang.get('job_id')}{ranks}:"
+    head += f" the same stacks for {hang.get('samples')} samples with no step event"
+    return head + "\n" + (hang.get("text") or "")
+
+
+def run_stacks(client, args, out=None) -> int:
+    out = out or sys.stdout
+    if args.watch is None:
+        result = client.get(query_path(args))
+        print(json.dumps(result, indent=1) if args.json else format_result(result), file=out)
+        return 0
+    return watch(client, args, out)
+
+
+def watch(client, args, out) -> int:
+    was = client.get("/v1/stacks/watch")
+    status = client.put("/v1/stacks/watch", {"interval": args.watch, "samples": args.samples})
+    print(
+        f"watching every {status['interval']:g} s; a job whose stacks stay the same for"
+        f" {status['samples']} samples with no step event is a suspected hang (Ctrl-C to stop)",
+        file=out,
+        flush=True,
+    )
+    try:
+        for event, data in stream(client):
+            if args.json:
+                print(json.dumps({"event": event, "data": data}), file=out, flush=True)
+            elif event == "stacks":
+                print(format_result(data), file=out, flush=True)
+            elif event == "hang":
+                print(format_hang(data), file=out, flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if not was.get("on"):
+            client.delete("/v1/stacks/watch")
+        elif (was.get("interval"), was.get("samples")) != (status["interval"], status["samples"]):
+            client.put("/v1/stacks/watch", {"interval": was["interval"], "samples": was["samples"]})
+    return 0
+
+
+def stream(client, events=("stacks", "hang")):
+    """(event, data) pairs of the broker's server-sent events named in `events`."""
+    req = urllib.request.Request(
+        client.url + "/v1/stream",
+        headers={"Authorization": f"Bearer {client.token}", "Accept": "text/event-stream"},
+    )
+    with urllib.request.urlopen(req, timeout=STREAM_TIMEOUT_S) as resp:
+        event, data = None, []
+        for raw in resp:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif not line:
+                if event in events and data:
+                    yield event, json.loads("\n".join(data))
+                event, data = None, []
