@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -97,3 +100,14 @@ def local_cluster(prefix: str, num_cpus: int, system_config: dict | None = None)
         ray.shutdown()
         if os.environ.get("RAYSLEUTH_KEEP_TEST_TEMP") != "1":  # keep the logs to look into a failure
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def run_probe(code: str, timeout: float = 120) -> dict:
+    """Run `code` in a fresh interpreter with no agent (RAYSLEUTH unset); the JSON object its last
+    line of output prints."""
+    env = {k: v for k, v in os.environ.items() if k != "RAYSLEUTH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -44,6 +44,8 @@ import sys
 import types
 import weakref
 
+from raysleuth.agent import loadhook
+
 MODULE = "ray._private.serialization"
 """Imported by Ray before any argument is read; it imports `ray.cloudpickle` first."""
 
@@ -58,21 +60,13 @@ since a process that called `gc.freeze()` (Ray Serve's replicas do after start-u
 from `gc.get_objects()`."""
 
 
-def _swallow(what: str, *args) -> None:
-    from raysleuth.agent.log import swallow
-
-    swallow(what, *args)
-
-
 def install_early(agent) -> None:
     """Put the wraps in place now if Ray's serialization is imported, else the moment it is.
 
     Safe from the interpreter's start-up hook: imports nothing of Ray.
     """
     if not _installed:
-        from raysleuth.agent.loadhook import after_import
-
-        after_import(MODULE, lambda module: install(agent, module))
+        loadhook.after_import(MODULE, lambda module: install(agent, module))
 
 
 def install(agent, serialization=None) -> bool:
@@ -117,7 +111,7 @@ def wrap_setstate(original, agent):
                 if type(obj) is types.FunctionType:
                     agent.code_arrived(obj)
             except Exception:  # noqa: BLE001 - never into Ray's deserialization
-                _swallow("arming a function rebuilt from a pickle")
+                loadhook.swallow_late("arming a function rebuilt from a pickle")
 
     return _function_setstate
 
@@ -134,7 +128,7 @@ def wrap_reader(original, agent):
             try:
                 agent.modules_arrived()
             except Exception:  # noqa: BLE001 - never into Ray's deserialization
-                _swallow("arming modules imported by a pickle")
+                loadhook.swallow_late("arming modules imported by a pickle")
         return obj
 
     return _deserialize_pickle5_data

@@ -23,8 +23,8 @@ _installed = False
 """Whether Ray's loaders are wrapped (once per process)."""
 
 
-def _swallow(what: str, *args) -> None:
-    # Imported here: this module loads at interpreter start-up, the log only when needed.
+def swallow_late(what: str, *args) -> None:
+    """`agent.log.swallow`, imported only when needed: the hooks load at interpreter start-up."""
     from raysleuth.agent.log import swallow
 
     swallow(what, *args)
@@ -75,7 +75,7 @@ class _PostImportFinder:
                 if spec is not None:
                     break
         except Exception:  # noqa: BLE001 - let the normal import machinery handle it
-            _swallow("finding the spec of %s", fullname)
+            swallow_late("finding the spec of %s", fullname)
             return None
         finally:
             self._busy = False
@@ -94,12 +94,12 @@ class _PostImportFinder:
             try:
                 then(module)
             except Exception:  # noqa: BLE001 - never break the import
-                _swallow("hooking into %s", fullname)
+                swallow_late("hooking into %s", fullname)
 
         try:
             loader.exec_module = exec_module
         except Exception:  # noqa: BLE001 - a loader we cannot wrap: the agent thread wraps later
-            _swallow("wrapping the loader of %s", fullname)
+            swallow_late("wrapping the loader of %s", fullname)
             return None
         return spec
 
@@ -118,13 +118,13 @@ def install(agent, fm=None) -> None:
         try:
             agent.code_loaded(obj)
         except Exception:  # noqa: BLE001 - never into Ray's loading
-            _swallow("arming code Ray loaded")
+            swallow_late("arming code Ray loaded")
 
     def executions(manager) -> list:
         try:
             return [i.function for i in list(manager._function_execution_info.values())]
         except Exception:  # noqa: BLE001 - private attribute of Ray: no functions seen
-            _swallow("listing the functions Ray loaded")
+            swallow_late("listing the functions Ray loaded")
             return []
 
     seen: set[int] = set()

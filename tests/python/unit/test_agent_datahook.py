@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import json
 import logging
-import os
 import pickle
-import subprocess
 import sys
 import uuid
 
 import pytest
+from helpers import run_probe
 
 from raysleuth.agent import core, datahook
 
@@ -224,17 +222,7 @@ print(json.dumps({{
 @pytest.mark.parametrize("before", ["", "import ray"])
 def test_installed_before_ray_reads_a_first_argument(before):
     pytest.importorskip("ray")
-    env = {k: v for k, v in os.environ.items() if k != "RAYSLEUTH"}
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(before=before)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res = run_probe(PROBE.format(before=before))
     assert res == {"setstate": True, "reader": True, "finders_left": []}
 
 

@@ -4,14 +4,12 @@ without it (a late agent) is still reported at the next task. Fresh interpreters
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import subprocess
 import sys
 import textwrap
 import uuid
 
 import pytest
+from helpers import run_probe
 
 PROBE = textwrap.dedent(
     """
@@ -39,18 +37,7 @@ PROBE = textwrap.dedent(
 
 def probe(before: str) -> dict:
     pytest.importorskip("ray")
-    env = dict(os.environ)
-    env.pop("RAYSLEUTH", None)
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(before=before)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE.format(before=before))
 
 
 def test_installed_when_ray_is_imported_later():
