@@ -13,16 +13,11 @@ def _is_ray_worker(argv: list) -> bool:
     return bool(argv) and argv[0].replace("\\", "/").endswith("ray/_private/workers/default_worker.py")
 
 
-def refusal(message: str, hint: str) -> str:
-    """The one line a worker prints when its Python or Ray is unsupported."""
-    return f"raysleuth: the agent is off in this worker: {message} {hint}".rstrip()
-
-
 def activate(argv: list, stderr=None) -> bool:
     """Start the agent if this is a Ray worker on a supported Python and Ray; True if it started."""
     if not _is_ray_worker(argv):
         return False
-    from raysleuth.versions import unsupported_message
+    from raysleuth.versions import refusal, unsupported_message
 
     refused = unsupported_message()
     if refused:

@@ -133,3 +133,8 @@ def check_versions(version_info=None, ray_version: str | None = ...) -> None:
     found = unsupported_message(version_info, ray_version)
     if found:
         raise UnsupportedVersion(*found)
+
+
+def refusal(message: str, hint: str) -> str:
+    """The one line a worker prints on stderr when its Python or Ray is unsupported."""
+    return f"raysleuth: the agent is off in this worker: {message} {hint}".rstrip()

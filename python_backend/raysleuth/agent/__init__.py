@@ -52,11 +52,20 @@ def _call_user_hook(spec: str) -> None:
 def setup() -> None:
     """`runtime_env={"worker_process_setup_hook": "raysleuth.agent.setup"}`.
 
-    Starts the agent, then calls the hook named in RAYSLEUTH_SETUP_HOOK (`module.fn`), if any:
+    Starts the agent (on a supported Python and Ray; else one line on stderr), then calls the
+    hook named in RAYSLEUTH_SETUP_HOOK (`module.fn`), if any:
     errors of the agent are swallowed, errors of the user's own hook are the user's and propagate.
     """
     try:
-        _start("setup_hook", wait_for_connect=True)
+        from raysleuth.versions import refusal, unsupported_message
+
+        refused = unsupported_message()
+        if refused:
+            import sys
+
+            print(refusal(*refused), file=sys.stderr, flush=True)
+        else:
+            _start("setup_hook", wait_for_connect=True)
     except Exception:  # noqa: BLE001 - the worker runs on without an agent
         from raysleuth.agent.log import swallow
 

@@ -130,3 +130,17 @@ def test_init_on_an_unsupported_ray_warns_with_the_hint_and_starts_no_agent(monk
     monkeypatch.setattr(versions, "installed_ray_version", lambda: "2.60.0")
     raysleuth.init()
     assert started == ["api"]
+
+
+def test_setup_hook_refuses_with_the_same_line_and_still_runs_the_users_hook(monkeypatch, capsys):
+    from raysleuth import agent
+
+    started, user = [], []
+    monkeypatch.setattr(versions, "installed_ray_version", lambda: "2.38.0")
+    monkeypatch.setattr(agent, "_start", lambda source, wait_for_connect: started.append(source))
+    monkeypatch.setattr(agent, "_call_user_hook", user.append)
+    monkeypatch.setenv("RAYSLEUTH_SETUP_HOOK", "mine.hook")
+    agent.setup()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("raysleuth: the agent is off in this worker: Ray 2.38.0")
+    assert started == [] and user == ["mine.hook"]
