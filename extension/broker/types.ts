@@ -331,6 +331,11 @@ export interface StacksWatchStatus {
   samples: number;
   /** What one sample costs, in ms (null before the first). */
   cost_ms: number | null;
+  /** Samples taken and hangs raised since the watch started. */
+  taken?: number;
+  hangs?: number;
+  /** Why the last sample failed, if it did. */
+  error?: string | null;
 }
 
 /** The body of `PUT /v1/stacks/watch`. */
@@ -346,5 +351,8 @@ export interface HangEvent {
   /** Seconds since the epoch when the stacks stopped changing. */
   since: number;
   samples: number;
+  /** The job's ranks that hold the others back. */
+  behind?: BehindRank[];
+  /** The job's grouped stacks as text. */
   text: string;
 }

@@ -125,6 +125,12 @@ function whyWithoutRank(b: BehindRank): string {
   return b.rank === null ? b.why : b.why.replace(new RegExp(`^rank ${b.rank}\\s+`), "");
 }
 
+/** "rank 3 last entered #118; …" as it is; "rank 3: stack differs from …" where the reason does not name the rank. */
+export function behindText(b: BehindRank): string {
+  const who = b.rank === null ? `worker ${b.worker.slice(0, 8)}` : `rank ${b.rank}`;
+  return b.why.startsWith(`${who} `) ? b.why : `${who}: ${b.why}`;
+}
+
 /** The `behind` entries that name a worker of the group. */
 export function groupBehind(g: StackGroup, behind: readonly BehindRank[]): BehindRank[] {
   const ids = new Set(g.workers ?? []);
@@ -170,7 +176,7 @@ function groupNode(g: StackGroup, index: number, behind: BehindRank[], lagging: 
     }),
   );
   const ranks = [...(g.ranks ?? [])].sort((a, b) => a - b);
-  const tooltip = [groupLabel(g) + (g.job_id ? ` · job ${g.job_id}` : ""), ...behind.map((b) => `behind: ${b.why}`), "", ...groupFrameLines(g.frames ?? [])].join("\n");
+  const tooltip = [groupLabel(g) + (g.job_id ? ` · job ${g.job_id}` : ""), ...behind.map((b) => `behind: ${behindText(b)}`), "", ...groupFrameLines(g.frames ?? [])].join("\n");
   return { kind: "group", id, group: g, label: groupLabel(g), description, tooltip, lagging, behind, ranks, frames };
 }
 
@@ -258,7 +264,7 @@ function groupFrameLines(frames: readonly StackFrame[]): string[] {
 export function groupText(node: StackGroupNode): string {
   const g = node.group;
   const head = `${g.job_id ? `job ${g.job_id}: ` : ""}${node.label}: ${stackSummary(g.frames ?? [])}`;
-  return [head, ...node.behind.map((b) => `  behind: ${b.why}`), ...groupFrameLines(g.frames ?? [])].join("\n") + "\n";
+  return [head, ...node.behind.map((b) => `  behind: ${behindText(b)}`), ...groupFrameLines(g.frames ?? [])].join("\n") + "\n";
 }
 
 /** The whole answer as text: the broker's own rendering, else one block per group. */

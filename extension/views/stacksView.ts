@@ -11,10 +11,10 @@ import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { formatRanks } from "../common/ranks";
 import { BrokerConnectionService } from "../broker/brokerConnection";
-import { HangEvent, SnapshotRequest, StacksQuery, StacksResult, StacksWatchStatus } from "../broker/types";
+import { HangEvent, SnapshotRequest, StacksQuery, StacksResult, StacksWatchRequest, StacksWatchStatus } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
 import { mergePathMappings } from "../debug/attachConfig";
-import { buildStackTree, groupText, localPath, resultSummary, resultText, StackFrameNode, StackGroupNode, StackNode, stackChildren, topUserFrame } from "./stackTree";
+import { behindText, buildStackTree, groupText, localPath, resultSummary, resultText, StackFrameNode, StackGroupNode, StackNode, stackChildren, topUserFrame } from "./stackTree";
 
 /** The watch the toggle starts: a sample every 10 s, a hang after 3 equal ones (issue #12). */
 const WATCH_INTERVAL_S = 10;
@@ -237,8 +237,8 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     return text;
   }
 
-  /** raySleuth.watchHangs / stopWatchingHangs: turns the broker's hang watch on when off, off when on. */
-  async toggleWatch(): Promise<StacksWatchStatus | undefined> {
+  /** raySleuth.watchHangs / stopWatchingHangs: turns the broker's hang watch on (every 10 s, 3 samples) when off, off when on. */
+  async toggleWatch(settings: StacksWatchRequest = { interval: WATCH_INTERVAL_S, samples: WATCH_SAMPLES }): Promise<StacksWatchStatus | undefined> {
     const client = await this.connection.ensureClient();
     if (!client) {
       return undefined;
@@ -251,7 +251,7 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
         next = { ...now, on: false };
         vsapi.setStatusBarMessage("Ray Sleuth: stopped watching for hangs", 5000);
       } else {
-        next = await client.setStacksWatch({ interval: WATCH_INTERVAL_S, samples: WATCH_SAMPLES });
+        next = await client.setStacksWatch(settings);
         const cost = typeof now.cost_ms === "number" ? ` (the last sample took ${Math.round(now.cost_ms)} ms)` : "";
         void vsapi.showInformationMessage(
           `Ray Sleuth: watching for hangs: the stacks of every worker every ${next.interval ?? WATCH_INTERVAL_S} s; a job whose stacks stay the same for ${next.samples ?? WATCH_SAMPLES} samples is reported${cost}.`,
@@ -286,8 +286,9 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     const job = h.job_id ? `job ${h.job_id}` : "a job";
     const since = typeof h.since === "number" ? ` since ${new Date(h.since * 1000).toLocaleTimeString()}` : "";
     log.warn(`Suspected hang in ${job}: ranks ${h.ranks_text}${since}\n${h.text ?? ""}`);
+    const behind = h.behind?.length ? ` Behind: ${behindText(h.behind[0])}${h.behind.length > 1 ? ` (and ${h.behind.length - 1} more)` : ""}.` : "";
     const pick = await this.notifier(
-      `Ray Sleuth: suspected hang in ${job}: ranks ${h.ranks_text} showed the same stacks for ${h.samples} samples${since}, with no new step.`,
+      `Ray Sleuth: suspected hang in ${job}: ranks ${h.ranks_text} showed the same stacks for ${h.samples} samples${since}, with no new step.${behind}`,
       SHOW_STACKS,
     );
     if (pick === SHOW_STACKS) {

@@ -98,6 +98,8 @@ describe("Stacks view content", () => {
     assert.strictEqual(lagging.lagging, true);
     assert.strictEqual(lagging.description, "behind: last entered #118; ranks 0-2 wait in gloo:all_reduce #119");
     assert.match(lagging.tooltip, /^rank 3 \(1\) · job 02000000\nbehind: rank 3 last entered #118/);
+    const minority = groups(buildStackTree(hangResult({ behind: [{ rank: 3, worker: "w3", why: "stack differs from ranks 0-2 (3 of 4)" }] })))[1];
+    assert.match(minority.tooltip, /^rank 3 \(1\) · job 02000000\nbehind: rank 3: stack differs from ranks 0-2 \(3 of 4\)$/m, "a reason that does not name the rank gets it");
     assert.deepStrictEqual(lagging.ranks, [3]);
   });
 
