@@ -45,6 +45,13 @@ class NodeRelay:
 
         return await asyncio.to_thread(node_checks, broker_time)
 
+    async def pyspy_dump(self, pid: int, native: bool = False, timeout: float = 5.0) -> dict:
+        """`py-spy dump` of a process on this node (raysleuth/pyspy.py), for a worker whose agent
+        cannot answer; in a thread, so that DAP bytes keep flowing meanwhile."""
+        from raysleuth.pyspy import dump
+
+        return await asyncio.to_thread(dump, pid, native, timeout)
+
     async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
