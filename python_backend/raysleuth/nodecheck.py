@@ -107,6 +107,79 @@ def _gpu() -> dict:
     return check("gpu", "ok", f"NVML works: {n} GPU(s) visible")
 
 
+def _pyspy() -> dict:
+    """Whether py-spy may read a worker here: it reads this very process, which (like a worker
+    for the relay) is no child of it, so a Yama scope of 1 refuses it as it would a worker."""
+    from raysleuth import pyspy
+
+    if pyspy.find_binary() is None:
+        return check(
+            "py-spy",
+            "warn",
+            "py-spy is not installed here: workers without an agent show no stack",
+            pyspy.MISSING_HINT,
+        )
+    result = pyspy.dump(os.getpid(), timeout=10.0)
+    if result["error"] is None:
+        return check("py-spy", "ok", "py-spy reads processes here (ptrace is allowed)")
+    return check(
+        "py-spy",
+        "warn",
+        f"{result['error']}; workers without an agent show no stack",
+        result["hint"] or pyspy.ptrace_hint(),
+    )
+
+
+FR_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+"""torch's flight-recorder size, by its current name and by the older NCCL-only one."""
+
+FR_HINT = (
+    "Set TORCH_FR_BUFFER_SIZE=2000 in the workers' environment before the process group is "
+    'created: ray.init(runtime_env={"env_vars": {"TORCH_FR_BUFFER_SIZE": "2000"}}), or export it '
+    "before `ray start` on every node."
+)
+
+
+def _flight_recorder(env=None) -> dict:
+    """Whether torch's flight recorder is on in the environment this node's workers get: with it
+    the hang radar says which collective each rank is in. `env(key)` reads that environment."""
+    from importlib import metadata
+
+    env = env or _raylet_env
+    try:
+        torch = metadata.version("torch")  # the installed version; torch itself is not imported
+    except metadata.PackageNotFoundError:
+        return check("flight recorder", "info", "torch is not installed here: no collectives to read")
+    for key in FR_VARS:
+        value = env(key)
+        if value is None or not value.strip():
+            continue
+        try:
+            size = int(value)
+        except ValueError:
+            return check("flight recorder", "warn", f"{key}={value!r} in workers is no number", FR_HINT)
+        if size > 0:
+            return check(
+                "flight recorder",
+                "ok",
+                f"{key}={size} in workers (torch {torch}): the radar reads each rank's collectives",
+            )
+        return check(
+            "flight recorder",
+            "warn",
+            f"{key}=0 in workers (torch {torch}): the flight recorder is off, so the radar cannot say "
+            "which collective each rank is in",
+            FR_HINT,
+        )
+    return check(
+        "flight recorder",
+        "info",
+        f"TORCH_FR_BUFFER_SIZE is not set in workers: torch {torch}'s default applies (2.13 keeps "
+        "2000 entries, measured with gloo; older versions may keep none)",
+        FR_HINT,
+    )
+
+
 def _clock(broker_time: float | None) -> dict:
     if broker_time is None:
         return check("clock", "info", "not compared (no broker time given)")
@@ -159,6 +232,8 @@ def node_checks(broker_time: float | None = None) -> list[dict]:
         (_gpu, ()),
         (_clock, (broker_time,)),
         (_logs, ()),
+        (_pyspy, ()),
+        (_flight_recorder, ()),
     ):
         try:
             out.append(fn(*args))
