@@ -10,6 +10,7 @@ import * as path from "path";
 import { chromium, Browser, Page } from "playwright-core";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
+import { STACKS_UI_TITLE, stacksUiBody } from "./uiStacks";
 
 interface Outcome {
   title: string;
@@ -343,6 +344,10 @@ function uiAttach(browser: Browser, port: number, workspace: string): Promise<Ou
   });
 }
 
+function uiStacks(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+  return uiTest(browser, port, workspace, STACKS_UI_TITLE, "stacks-view", (page) => stacksUiBody(page, ROOT, STATE_DIR, (name) => screenshot(page, name)));
+}
+
 async function main(): Promise<number> {
   let codeServer: ChildProcess | undefined;
   let browser: Browser | undefined;
@@ -359,6 +364,7 @@ async function main(): Promise<number> {
     if (process.env.RAYSLEUTH_SKIP_UI !== "1") {
       outcomes.push(await uiSmoke(browser, port, dirs.workspace));
       outcomes.push(await uiAttach(browser, port, dirs.workspace));
+      outcomes.push(await uiStacks(browser, port, dirs.workspace));
     }
   } catch (err) {
     outcomes.push({ title: "test harness", state: "failed", error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
