@@ -81,6 +81,26 @@ class Identity:
         }
         return self.static
 
+    def job_id(self) -> str | None:
+        """The job this worker runs for. A worker Ray started before a job claimed it (a
+        prestarted one) reads the nil job id at connect: ask again until a real one shows."""
+        job = (self.static or {}).get("job_id")
+        if job and not _nil(job):
+            return job
+        if self.static is None:
+            return None
+        try:
+            import ray
+
+            job = ray.get_runtime_context().get_job_id()
+        except Exception:  # noqa: BLE001 - the broker takes the job from Ray's State API then
+            swallow("reading the worker's job id")
+            return None
+        if not job or _nil(job):
+            return None  # never report the nil id: the broker would take it over Ray's
+        self.static["job_id"] = job
+        return job
+
     @property
     def actor_known(self) -> bool:
         return self._actor is not None
@@ -127,3 +147,8 @@ class Identity:
         s = self.static or {}
         r = rank_mod.resolve_rank().rank
         return f"Agent[node={str(s.get('node_id', '?'))[:4]} pid={os.getpid()} rank={r}]"
+
+
+def _nil(job_id: str) -> bool:
+    """Ray's nil job id (`ffffffff`): no job yet."""
+    return set(job_id.lower()) == {"f"}

@@ -28,6 +28,7 @@ def _gpu_ids() -> list[str]:
 def build_report(identity: Identity, source: str, bp_version: str, trigger) -> dict:
     """{ids, actor, rank, gpu_ids, state, paused_at, armed, trigger, cwd, time, ...}."""
     info = dict(identity.static or {})
+    info["job_id"] = identity.job_id()
     info.update(identity.actor())
     r = rank_mod.resolve_rank()
     info.update(rank=r.rank, local_rank=r.local_rank, world_size=r.world_size, rank_source=r.source)
