@@ -6,14 +6,18 @@ alone), never raises, never prints: anything unexpected reads as "nothing to tel
 
 Measured with torch 2.13 (CPU, gloo): `_dump_fr_trace_json(includeCollectives=False)` returns
 only `pg_status` ({pg name: {last_enqueued_collective, last_completed_collective,
-last_started_collective}}) in 0.02 ms; with the entries (2000 by default, TORCH_FR_BUFFER_SIZE
-sets it, 0 turns it off and empties `pg_status` too) it takes about 46 ms. So the entries are
-read only when a group's newest sequence number has no known op name yet.
+last_started_collective}}) in 0.02 ms. The entries (2000 by default; TORCH_FR_BUFFER_SIZE sets
+the number, 0 turns the recorder off and empties `pg_status` too) cost far more, and the call
+holds the GIL: a spinning main thread stalled 114 ms for the JSON dump, 56 ms for the pickled
+one without stack traces. So the entries (for the op names) are read only when a group is inside
+a collective whose name is not known yet: then the task waits in C, not in Python. A group whose
+newest collective is done keeps the name learnt while it ran, else "?".
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 import threading
 
@@ -62,7 +66,10 @@ def _read() -> list[dict] | None:
     newest = {name: seq for name, seq in newest.items() if seq > 0}
     if not newest:
         return None
-    if any(_ops.get(name, (None,))[0] != seq for name, seq in newest.items()):
+    if any(
+        _ops.get(name, (None,))[0] != seq and _state(status[name], seq) != "completed"
+        for name, seq in newest.items()
+    ):
         _learn_ops(c10d)
     ranks = _group_ranks()
     out = []
@@ -83,9 +90,8 @@ def _read() -> list[dict] | None:
 
 def _learn_ops(c10d) -> None:
     """The op name of each group's newest collective, from the full dump (the costly read)."""
-    entries = json.loads(c10d._dump_fr_trace_json()).get("entries") or []
     fresh: dict[str, tuple[int, str]] = {}  # rebuilt whole: a re-created group starts at #1 again
-    for e in entries:
+    for e in _entries(c10d):
         if e.get("is_p2p"):
             continue  # send/recv count in p2p_seq_id, not in the collective sequence
         pg = e.get("process_group") or ["?"]
@@ -94,6 +100,20 @@ def _learn_ops(c10d) -> None:
             fresh[name] = (seq, str(e.get("profiling_name") or "?"))
     _ops.clear()
     _ops.update(fresh)
+
+
+def _entries(c10d) -> list[dict]:
+    """The recorder's entries: pickled without stack traces where torch offers it (half the
+    cost of the JSON dump), else as JSON. Both are torch's own bytes from this very process."""
+    dump = getattr(c10d, "_dump_fr_trace", None)
+    if dump is not None:
+        try:
+            raw = dump(includeCollectives=True, includeStackTraces=False)
+        except TypeError:  # an older signature: the JSON dump below
+            raw = None
+        if raw is not None:
+            return pickle.loads(raw).get("entries") or []
+    return json.loads(c10d._dump_fr_trace_json()).get("entries") or []
 
 
 def _state(status: dict, seq: int) -> str:

@@ -141,7 +141,7 @@ def _by_collective(job_workers: list[dict], collectives: list[dict]) -> list[dic
         if not late:
             continue
         ahead_ranks = [_global_rank(e, by_id) for e in ahead]
-        op = Counter(e.get("op") for e in ahead).most_common(1)[0][0]
+        op = _op_name(Counter(e.get("op") for e in ahead).most_common(1)[0][0])
         waiting = any(e.get("state") in _WAITING for e in ahead)
         ahead_who = _who([r for r in ahead_ranks if r is not None], len(ahead))
         where = f"wait in {op} #{top}" if waiting else f"finished {op} #{top}"
@@ -153,6 +153,11 @@ def _by_collective(job_workers: list[dict], collectives: list[dict]) -> list[dic
             why = f"{_label(rank, e['worker'])} last entered #{e['seq']}; {ahead_who} {where}"
             out.append({"rank": rank, "worker": e["worker"], "why": why})
     return out
+
+
+def _op_name(op) -> str:
+    """The collective's name; the agent writes "?" for one it did not read (a finished one)."""
+    return "collective" if op in (None, "", "?") else str(op)
 
 
 def _global_rank(entry: dict, by_id: dict) -> int | None:
@@ -252,7 +257,7 @@ def _collective_lines(result: dict, job, indent: str) -> list[str]:
             if str(c.get("group")) == group:
                 at.setdefault((c.get("seq"), c.get("op"), c.get("state")), []).append(c.get("rank"))
         parts = [
-            f"{_who([r for r in ranks if r is not None], len(ranks))} at {op} #{seq} ({state})"
+            f"{_who([r for r in ranks if r is not None], len(ranks))} at {_op_name(op)} #{seq} ({state})"
             for (seq, op, state), ranks in sorted(at.items(), key=lambda kv: -(kv[0][0] or 0))
         ]
         lines.append(f"{indent}process group {group}: " + "; ".join(parts))

@@ -83,13 +83,18 @@ def test_three_ranks_one_collective_behind_each_report_their_place(tmp_path):
         {"group": "0", "rank": 1, "seq": 3, "op": op, "state": "scheduled"},
         {"group": "1", "rank": 0, "seq": 1, "op": op, "state": "completed"},
     ]
-    assert waiting[2] == [
-        {"group": "0", "rank": 2, "seq": 2, "op": op, "state": "completed"},
-        {"group": "1", "rank": 1, "seq": 1, "op": op, "state": "completed"},
+    # The lagging rank runs Python: its finished collectives' names are not worth the costly
+    # read of all entries (it holds the GIL); it has them only if it saw them in flight.
+    assert [dict(e, op=None) for e in waiting[2]] == [
+        {"group": "0", "rank": 2, "seq": 2, "op": None, "state": "completed"},
+        {"group": "1", "rank": 1, "seq": 1, "op": None, "state": "completed"},
     ]
-    assert [e for fr in done for e in fr if e["group"] == "0"] == [
-        {"group": "0", "rank": r, "seq": 3, "op": op, "state": "completed"} for r in range(world)
-    ]
+    assert {e["op"] for e in waiting[2]} <= {op, "?"}
+    done_0 = [e for fr in done for e in fr if e["group"] == "0"]
+    assert done_0[:2] == [
+        {"group": "0", "rank": r, "seq": 3, "op": op, "state": "completed"} for r in range(2)
+    ]  # ranks 0-1 keep the name they read while waiting in #3
+    assert dict(done_0[2], op=None) == {"group": "0", "rank": 2, "seq": 3, "op": None, "state": "completed"}
     assert all(p == {"phase": "plain", "before": None, "no_group": None} for p in plain)
 
     # What the broker makes of it: the rank that has not entered #3 is the one behind.
@@ -139,5 +144,8 @@ def test_a_recorder_turned_off_tells_nothing_and_a_broken_torch_never_raises(tmp
     assert first is None and broken is None
     (tmp_path / "on").mkdir()
     first, broken = run_solo(tmp_path / "on", TORCH_FR_BUFFER_SIZE="10")
-    assert first == [{"group": "0", "rank": 0, "seq": 2, "op": "gloo:barrier", "state": "completed"}]
+    assert [dict(e, op=None) for e in first] == [
+        {"group": "0", "rank": 0, "seq": 2, "op": None, "state": "completed"}
+    ]
+    assert first[0]["op"] in ("gloo:barrier", "?")  # named only if it was seen in flight
     assert broken is None

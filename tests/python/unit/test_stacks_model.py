@@ -163,6 +163,16 @@ def test_the_rank_one_collective_behind_is_named_by_sequence_number():
     ]
 
 
+def test_a_collective_whose_name_the_agent_did_not_read_is_just_a_collective():
+    ws = [worker(f"w{r}", r, IN_ALL_REDUCE) for r in range(2)]
+    cs = [collective("w0", 0, 5, "started", op="?"), collective("w1", 1, 4, "completed", op="?")]
+    result = {"workers": ws, "groups": group_stacks(ws), "collectives": cs}
+    [b] = result["behind"] = find_behind(ws, result["groups"], cs)
+    assert b["why"] == "rank 1 last entered #4; rank 0 wait in collective #5"
+    text = format_text(result)
+    assert "process group 0: rank 0 at collective #5 (started); rank 1 at collective #4 (completed)" in text
+
+
 def test_collectives_beat_steps_and_an_even_process_group_names_nobody():
     ws = [worker(f"w{r}", r, IN_ALL_REDUCE, step=10) for r in range(4)]
     ws[1]["step"] = 9
