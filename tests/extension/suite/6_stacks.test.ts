@@ -13,6 +13,7 @@ import type { RaySleuthApi } from "../../../extension/extension";
 import { Commands, EXTENSION_ID } from "../../../extension/constants";
 import { StacksResult } from "../../../extension/broker/types";
 import type { StackGroupNode, StackNode } from "../../../extension/views/stackTree";
+import type { SnapshotView } from "../../../extension/views/snapshotPanel";
 import { activateExtension, demoBroker, waitFor } from "./helpers";
 
 function groupsIn(nodes: readonly StackNode[]): StackGroupNode[] {
@@ -139,6 +140,37 @@ describe("Stacks view against the demo's real broker", function () {
     assert.ok(text.includes("\n  behind: rank 3: stack differs from ranks 0-2 (3 of 4)\n"), text);
     assert.ok(text.includes(`\n    lag  ${fixture}:${lagLine} | time.sleep(0.05)  # @bp stacks-lag\n`), text);
     assert.strictEqual(await vscode.env.clipboard.readText(), text);
+  });
+
+  it("a group's actions: Capture Here on rank 3's frame takes its locals there; Attach to Rank opens rank 3's session", async function () {
+    this.timeout(180_000);
+    const lagLine = markerLine(fixture, "stacks-lag");
+    const [, lagging] = await fixtureGroups();
+    const lag = lagging.frames.find((f) => f.frame.function === "lag");
+    assert.ok(lag);
+    // rank 3 passes its line every 50 ms: the snapshot point fills at once.
+    const view = await vscode.commands.executeCommand<SnapshotView | undefined>(Commands.captureStackHere, lag);
+    assert.ok(view, "a snapshot point was created");
+    try {
+      assert.strictEqual(view.title, `stacks_job.py:${lagLine} · rank 3`);
+      const table = await waitFor("a captured row of rank 3", () => view.table.rows.length > 0 && view.table, 60_000);
+      assert.deepStrictEqual([...new Set(table.rows.map((r) => r.rank))], [3], "only the group's rank");
+      const col = table.columns.indexOf("seconds");
+      assert.ok(col >= 0, `locals of lag(): ${JSON.stringify(table.columns)}`);
+      assert.strictEqual(table.rows[0].cells[col], "300.0");
+    } finally {
+      view.close();
+    }
+
+    const session = await vscode.commands.executeCommand<vscode.DebugSession | undefined>(Commands.attachStackRank, lagging);
+    assert.ok(session, "raySleuth.attachWorker opened a session");
+    try {
+      assert.strictEqual(session.configuration.worker, lagging.group.workers[0], "rank 3's worker");
+      assert.match(session.name, /^rank 3 · Ranked · pid \d+$/);
+    } finally {
+      await vscode.debug.stopDebugging(session);
+    }
+    await waitFor("the Ray cluster session to end", () => api.sessions.clusterSession === undefined, 30_000);
   });
 
   it("watching for hangs: `stacks` events refresh the view, and the stuck job's notification shows the stacks", async function () {
