@@ -72,6 +72,11 @@ class WorkerLink:
         self.stopped: dict[int, dict] = {}
         """Threads debugpy reported stopped (thread id → stopped event body), until continued."""
         self.paused_at: dict | None = None
+        self.pause_pending: int | None = None
+        """Thread asked to pause that has not stopped yet (it is in native code, e.g. idle
+        between tasks); a `continue` to it cancels that."""
+        self._stop_seen = asyncio.Event()
+        """Set while debugpy reports a thread stopped."""
         self.lease = None
         """The editor session using this link now, if any."""
         self.closed = asyncio.Event()
@@ -90,6 +95,31 @@ class WorkerLink:
     async def open(self, progress=None) -> None:
         say = progress or (lambda _msg: None)
         host, port = await self._listener(say)
+        if not await self._connect_here(host, port):
+            await self._connect_by_relay(host, port)
+        say("handshake with debugpy ...")
+        await self._handshake()
+        say("attached")
+
+    async def _connect_here(self, host: str, port: int) -> bool:
+        """A worker on the broker's own node: straight to its debugpy on loopback (no Ray call
+        per message: a request to a stopped worker then costs about what it does locally)."""
+        local = getattr(self._relays, "local_node_id", None)
+        if local is None or self.worker.node_id != local:
+            return False
+        try:
+            self.channel = await asyncio.wait_for(
+                DapChannel.connect(
+                    host, port, name=self, on_event=self._on_event, on_closed=self._channel_closed
+                ),
+                REQUEST_TIMEOUT_S,
+            )
+        except (OSError, asyncio.TimeoutError) as exc:  # e.g. a broker outside the node's loopback
+            log.info("%s: no loopback connection to %s:%s (%s); using the node relay", self, host, port, exc)
+            return False
+        return True
+
+    async def _connect_by_relay(self, host: str, port: int) -> None:
         self.relay = relay = await self._relays.relay_for(self.worker.node_id)
         res = await relay.open.remote(host, port)
         if not res.get("ok"):
@@ -107,7 +137,8 @@ class WorkerLink:
             on_event=self._on_event,
             on_closed=self._channel_closed,
         ).start()
-        say("handshake with debugpy ...")
+
+    async def _handshake(self) -> None:
         init = await self.request(
             "initialize",
             {
@@ -137,7 +168,6 @@ class WorkerLink:
         finally:
             if not attach.done():
                 attach.cancel()
-        say("attached")
 
     async def _listener(self, say) -> tuple[str, int]:
         port = self._ray_debugger_port(self.worker_id)
@@ -170,6 +200,8 @@ class WorkerLink:
         if event == "stopped":
             tid = body.get("threadId")
             self.stopped[tid] = body
+            self.pause_pending = None
+            self._stop_seen.set()
             self._spawn(self._locate_pause(tid, body.get("reason")))
         elif event == "continued":
             if body.get("allThreadsContinued", True):
@@ -178,9 +210,18 @@ class WorkerLink:
                 self.stopped.pop(body.get("threadId"), None)
             if not self.stopped:
                 self.paused_at = None
+                self._stop_seen.clear()
                 self._on_change()
         if self.lease is not None:
             self.lease.forward_event(msg)
+
+    async def wait_stopped(self, timeout: float) -> bool:
+        """Whether a thread of the worker is (or within `timeout` s gets) stopped."""
+        try:
+            await asyncio.wait_for(self._stop_seen.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return bool(self.stopped)
 
     def _spawn(self, coro) -> None:
         t = asyncio.create_task(coro)

@@ -25,6 +25,19 @@ class RelayPool:
         """Node id → that node's NodeRelay actor handle."""
         self._starting: dict[str, asyncio.Task] = {}
         self._closed = False
+        self._local_node_id: str | None = None
+
+    @property
+    def local_node_id(self) -> str | None:
+        """The node the broker runs on: its workers' debugpy is reached on loopback directly."""
+        if self._local_node_id is None:
+            try:
+                import ray
+
+                self._local_node_id = ray.get_runtime_context().get_node_id() or ""
+            except Exception:  # noqa: BLE001 - not connected (yet): every link goes by relay
+                return None
+        return self._local_node_id or None
 
     def __str__(self) -> str:
         return f"RelayPool[{len(self.relays)} nodes]"
