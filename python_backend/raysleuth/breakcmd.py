@@ -46,7 +46,18 @@ def describe(bp: dict) -> str:
         parts.append(f"log {bp['logMessage']!r}")
     owner = bp.get("owner")
     by = f", set by {owner}" if owner and owner != OWNER else ""
-    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)}{by})"
+    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)}{armed_where(bp)}{by})"
+
+
+def armed_where(bp: dict) -> str:
+    """`: ranks 1,3` (or `: pid 812` for workers without a rank) from the listing's armed_on."""
+    on = bp.get("armed_on") or []
+    if not on:
+        return ""
+    ranks = [w["rank"] for w in on if w.get("rank") is not None]
+    parts = [f"rank{'s' if len(ranks) > 1 else ''} {format_ranks(ranks)}"] if ranks else []
+    parts += [f"pid {w.get('pid')}" for w in on if w.get("rank") is None]
+    return ": " + ", ".join(parts)
 
 
 def run_break(client, args) -> int:

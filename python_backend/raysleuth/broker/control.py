@@ -16,6 +16,14 @@ log = logging.getLogger(__name__)
 
 EVALUATE_TIMEOUT_S = 15.0
 RESUME_TIMEOUT_S = 10.0
+PAUSE_WAIT_S = 2.0
+"""How long a pause waits for the worker to stop before calling it pending."""
+CANCEL_ANSWER_S = 1.0
+"""How long cancelling a pending pause waits for debugpy's (usually absent) answer."""
+PENDING_REASON = (
+    "not paused yet: its main thread is in native code (idle between tasks, or in a C call such"
+    " as ray.get or a collective); it pauses when it next runs Python, unless you continue it"
+)
 
 
 class Control:
@@ -100,15 +108,21 @@ class Control:
                     skipped.append({"worker": w.id, "reason": reason})
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
                 skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
-        return {"continued": done, "skipped": skipped}
+        cancelled = await self.cancel_pending_pauses(body)
+        return {"continued": done, "skipped": skipped, "cancelled": cancelled}
 
     async def pause(self, body: dict) -> dict:
-        """Pause running workers in the debugger (they show as paused; attach to see where)."""
-        done, skipped = [], []
-        for w in self.select(body, ("running", "idle")):
+        """Pause running workers in the debugger (they show as paused; attach to see where).
+
+        `paused`: stopped within PAUSE_WAIT_S; `pending`: asked, but in native code now (a later
+        continue cancels it); `skipped`: could not be asked, with why.
+        """
+        res: dict = {"paused": [], "pending": [], "skipped": []}
+
+        async def one(w: Worker) -> None:
             if not w.agent:
-                skipped.append({"worker": w.id, "reason": "no Ray Sleuth agent in this worker"})
-                continue
+                res["skipped"].append({"worker": w.id, "reason": "no Ray Sleuth agent in this worker"})
+                return
             try:
                 link = await self.leases.lease(w, None)
                 threads = (await link.request("threads")).get("body", {}).get("threads") or []
@@ -118,10 +132,41 @@ class Control:
                 if main is None:
                     raise SleuthError("debugpy lists no threads", "The worker may be exiting.")
                 await link.request("pause", {"threadId": main["id"]})
-                done.append(w.id)
+                if await link.wait_stopped(PAUSE_WAIT_S):
+                    res["paused"].append(w.id)
+                else:
+                    link.pause_pending = main["id"]
+                    res["pending"].append({"worker": w.id, "reason": PENDING_REASON})
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
-                skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
-        return {"paused": done, "skipped": skipped}
+                res["skipped"].append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
+
+        await asyncio.gather(*(one(w) for w in self.select(body, ("running", "idle"))))
+        return res
+
+    async def cancel_pending_pauses(self, body: dict) -> list[str]:
+        """Workers asked to pause that never stopped: asked to run on instead (pydevd's continue
+        clears a suspend request not yet taken), so they do not stop later on their own."""
+
+        async def one(w: Worker) -> bool:
+            link = self.leases.get(w.id)
+            tid = getattr(link, "pause_pending", None) if link is not None else None
+            if tid is None or link.stopped:
+                return False
+            link.pause_pending = None
+            try:
+                # debugpy clears the suspend request at once but answers a continue only once a
+                # thread really resumes (stopAllThreadsOnSuspend): no answer is the usual case.
+                await link.request("continue", {"threadId": tid}, timeout=CANCEL_ANSWER_S)
+            except asyncio.TimeoutError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - the worker may be gone: nothing to cancel
+                log.info("%s: cancelling a pending pause: %s", link, exc)
+                return False
+            return True
+
+        workers = self.select(body, ("running", "idle"))
+        done = await asyncio.gather(*(one(w) for w in workers))
+        return [w.id for w, ok in zip(workers, done, strict=True) if ok]
 
     async def resume_all_waiting(self) -> None:
         """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""

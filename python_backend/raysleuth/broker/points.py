@@ -174,12 +174,20 @@ class PointService:
 
     def armed_counts(self) -> collections.Counter:
         """Point id → number of live workers that have it armed now (from their reports)."""
+        return collections.Counter({pid: len(ws) for pid, ws in self.armed_workers().items()})
+
+    def armed_workers(self) -> dict[str, list[dict]]:
+        """Point id → the live workers that have it armed now: [{worker, rank, pid}], by rank."""
         live = self._live_ids()
-        counts: collections.Counter = collections.Counter()
+        out: dict[str, list[dict]] = collections.defaultdict(list)
         for rep in self._reports():
             if rep.get("id") in live and rep.get("goodbye") is None:
-                counts.update(rep.get("armed") or ())
-        return counts
+                who = {"worker": rep.get("id"), "rank": rep.get("rank"), "pid": rep.get("pid")}
+                for pid in rep.get("armed") or ():
+                    out[pid].append(who)
+        for ws in out.values():
+            ws.sort(key=lambda w: (w["rank"] is None, w["rank"] or 0, w["pid"] or 0))
+        return out
 
     def pending(self) -> int:
         """Live workers with an agent that have not taken the current set yet (the armed counts
@@ -194,12 +202,13 @@ class PointService:
             if rep.get("id") in live and rep.get("goodbye") is None and rep.get("bp_version") != version
         )
 
-    def _listed(self, p: Point, counts: collections.Counter, pending: int) -> dict:
-        return dict(p.to_json(counts.get(p.id, 0)), pending=pending)
+    def _listed(self, p: Point, armed: dict[str, list[dict]], pending: int) -> dict:
+        on = armed.get(p.id, [])
+        return dict(p.to_json(len(on)), armed_on=on, pending=pending)
 
     def breakpoint_listing(self) -> list[dict]:
-        counts, pending = self.armed_counts(), self.pending()
-        return [self._listed(p, counts, pending) for p in self.points.breakpoints()]
+        armed, pending = self.armed_workers(), self.pending()
+        return [self._listed(p, armed, pending) for p in self.points.breakpoints()]
 
     def snapshot_listing(self) -> list[dict]:
         counts = self.armed_counts()
@@ -230,8 +239,8 @@ class PointService:
             f" ({who})" if who else "",
         )
         await self.push()
-        counts, pending = self.armed_counts(), self.pending()
-        return {"path": path, "owner": owner, "breakpoints": [self._listed(p, counts, pending) for p in mine]}
+        armed, pending = self.armed_workers(), self.pending()
+        return {"path": path, "owner": owner, "breakpoints": [self._listed(p, armed, pending) for p in mine]}
 
     async def clear(self, owner: str | None, who: str = "") -> int:
         gone = self.points.clear(owner)

@@ -236,7 +236,7 @@ def test_cli_break_sets_a_scoped_logpoint_and_logs_prints_it_tagged(broker, clie
         "--log",
         "loss={loss}",
     )
-    assert f"cluster_bp.py:{NEXT} [rank 1,3] if step == 0 log 'loss={{loss}}'  (armed on 2)" in out
+    assert f"cluster_bp.py:{NEXT} [rank 1,3] if step == 0 log 'loss={{loss}}'  (armed on 2: ranks 1,3)" in out
     assert "rank 1,3" in cli(broker, "break", "--list")
     assert ray.get([a.work.remote(1) for a in actors], timeout=30) == [[r * 20] for r in range(RANKS)]
     logs = wait_until(lambda: (x := cli(broker, "logs")).count("loss=") >= 2 and x, 10, 0.2)
@@ -262,6 +262,22 @@ def test_pause_rank_then_continue_all(client, ranked):
     assert client.post("/v1/continue", {})["continued"] == [w["id"]]
     assert ray.get(ref, timeout=30) > 0
     wait_until(lambda: by_pid(client, pids[3])["state"] != "paused", 10, message="rank 3 runs on")
+
+
+def test_pause_of_an_idle_rank_is_pending_and_continue_all_cancels_it(client, ranked):
+    """An idle actor's main thread waits in Ray's C++ task loop: the pause cannot be taken now.
+    It is reported pending with why, and Continue All cancels it, so the rank's next task runs
+    through instead of stopping somewhere in Ray's Python later."""
+    actors, pids = ranked
+    wait_until(lambda: by_pid(client, pids[2])["state"] in ("idle", "running"), 10, message="rank 2 listed")
+    res = client.post("/v1/pause", {"ranks": [2]})
+    assert not res["paused"] and not res["skipped"], res
+    ((pending,),) = [res["pending"]]
+    assert pending["worker"] == by_pid(client, pids[2])["id"] and "native code" in pending["reason"]
+    res = client.post("/v1/continue", {})
+    assert res["cancelled"] == [pending["worker"]], res
+    assert ray.get(actors[2].work.remote(2), timeout=30) == EXPECTED[2][:2]
+    assert paused_pids(client, pids) == set()
 
 
 @pytest.mark.parametrize(

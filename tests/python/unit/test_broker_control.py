@@ -26,6 +26,7 @@ class FakeLink:
         self.lease = None
         self.stopped: dict = {}
         self.paused_at = None
+        self.pause_pending = None
         self.closed = asyncio.Event()
         self.requests: list[tuple[str, dict]] = []
 
@@ -42,10 +43,17 @@ class FakeLink:
         self.requests.append((command, arguments or {}))
         if command == "threads":
             return {"body": {"threads": [{"id": 7, "name": "Thread-1"}, {"id": 1, "name": "MainThread"}]}}
+        if command == "pause" and self.worker.actor_name != "in native code":
+            self.stop(arguments["threadId"])
         if command == "continue":
+            if arguments["threadId"] not in self.stopped:  # as debugpy: no answer until it runs
+                raise asyncio.TimeoutError
             self.stopped.pop(arguments["threadId"], None)
             self.on_change()
         return {"success": True, "body": {}}
+
+    async def wait_stopped(self, timeout):
+        return bool(self.stopped)
 
     async def close(self, reason="closed"):
         self.closed.set()
@@ -126,7 +134,26 @@ async def test_pause_stops_the_main_thread_of_running_agent_workers():
     control, leases, *_ = setup(ws)
     res = await control.pause({})
     assert res["paused"] == ["w1"] and res["skipped"][0]["reason"] == "no Ray Sleuth agent in this worker"
+    assert res["pending"] == []
     assert ("pause", {"threadId": 1}) in leases.get("w1").requests
+
+
+async def test_a_pause_not_taken_yet_is_pending_with_why_and_continue_cancels_it():
+    ws = [
+        worker("w1", rank=1, state="running"),
+        worker("w3", rank=3, state="idle", actor_name="in native code"),
+    ]
+    control, leases, *_ = setup(ws)
+    res = await control.pause({"ranks": [1, 3]})
+    assert res["paused"] == ["w1"] and [p["worker"] for p in res["pending"]] == ["w3"]
+    assert "native code" in res["pending"][0]["reason"] and "continue" in res["pending"][0]["reason"]
+    assert leases.get("w3").pause_pending == 1
+    ws[0].state = "paused"
+    res = await control.continue_paused({})
+    assert res["continued"] == ["w1"] and res["cancelled"] == ["w3"]
+    assert ("continue", {"threadId": 1}) in leases.get("w3").requests
+    assert leases.get("w3").pause_pending is None
+    assert (await control.continue_paused({}))["cancelled"] == []  # once
 
 
 async def test_one_link_per_worker_shared_by_concurrent_opens_and_leased_to_one_session():

@@ -94,13 +94,14 @@ async def test_armed_counts_come_from_live_workers_reports(tmp_path):
     res = await svc.put_file({"path": F, "breakpoints": [{"line": 5}]})
     pid = res["breakpoints"][0]["id"]
     reports += [
-        {"id": "w1", "armed": [pid]},
+        {"id": "w1", "armed": [pid], "rank": 1, "pid": 11},
         {"id": "w2", "armed": [pid], "goodbye": "x"},
         {"id": "w3", "armed": [pid]},
     ]
     q = hub.subscribe()
     svc.publish_listing()
-    assert svc.breakpoint_listing()[0]["armed"] == 1
+    listed = svc.breakpoint_listing()[0]
+    assert listed["armed"] == 1 and listed["armed_on"] == [{"worker": "w1", "rank": 1, "pid": 11}]
     assert b'"armed":1' in q.get_nowait()
     svc.publish_listing()  # unchanged: no second event
     assert q.empty()
@@ -193,3 +194,10 @@ def test_a_breakpoint_from_the_terminal_survives_an_editor_edit_in_the_same_file
 def test_listing_from_the_terminal_names_other_owners(tmp_path):
     p = Point.parse_breakpoint(F, {"line": 3}, owner="vscode:abc").to_json(2)
     assert breakcmd.describe(p).endswith("(armed on 2, set by vscode:abc)")
+
+
+def test_the_terminal_says_which_ranks_armed_a_point():
+    p = dict(Point.parse_breakpoint(F, {"line": 3}, owner="cli").to_json(3))
+    p["armed_on"] = [{"worker": "a", "rank": 1, "pid": 5}, {"worker": "b", "rank": 3, "pid": 6}]
+    p["armed_on"].append({"worker": "c", "rank": None, "pid": 812})
+    assert breakcmd.describe(p).endswith("(armed on 3: ranks 1,3, pid 812)")
