@@ -157,11 +157,16 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
 
 def _connect_help(sd: Path, broker) -> str:
+    default = sd == resolve_state_dir(None)
+    where = (
+        f"it finds this broker by itself in {sd / BROKER_FILE}"
+        if default
+        else f'set raySleuth.stateDir to "{sd}", or raySleuth.brokerAddress={broker.http}'
+        f" and raySleuth.tokenFile={broker.ready['token_file']}"
+    )
     return f"""
-Connect VS Code: open the Ray Sleuth view and run "Ray Sleuth: Connect to Broker"; click a
-  worker to attach a debugger to it
-  (it reads {sd / BROKER_FILE}; or set raySleuth.brokerAddress={broker.http}
-  and raySleuth.tokenFile={broker.ready["token_file"]}).
+VS Code: open the Ray Sleuth view ({where});
+  click a worker to attach a debugger to it.
 Terminal:  raysleuth list --state-dir {sd}
            raysleuth attach --rank 2 --state-dir {sd}
 Your own cluster instead:
