@@ -33,6 +33,8 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
   roots: StackNode[] = [];
   /** Whether the broker's hang watch is on, as last heard. */
   watching = false;
+  /** Seconds between the watch's samples, while it is on. */
+  private watchInterval: number | undefined;
   private readonly byId = new Map<string, StackNode>();
   private readonly changed = new vscode.EventEmitter<StackNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
@@ -96,9 +98,15 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
       }
     };
     index(this.roots);
-    const when = new Date((result.time ?? Date.now() / 1000) * 1000).toLocaleTimeString();
-    this.treeView.message = `${when} · ${resultSummary(result)}`;
+    this.showMessage();
     this.changed.fire(undefined);
+  }
+
+  /** "16:05:03 · 12 workers in 340 ms · watching every 10 s": when, what a sample cost, whether the watch runs. */
+  private showMessage(): void {
+    const watch = this.watching ? `watching every ${this.watchInterval ?? WATCH_INTERVAL_S} s` : undefined;
+    const taken = this.result ? `${new Date((this.result.time ?? Date.now() / 1000) * 1000).toLocaleTimeString()} · ${resultSummary(this.result)}` : undefined;
+    this.treeView.message = [taken, watch].filter(Boolean).join(" · ") || undefined;
   }
 
   getTreeItem(node: StackNode): vscode.TreeItem {
@@ -257,7 +265,7 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
           `Ray Sleuth: watching for hangs: the stacks of every worker every ${next.interval ?? WATCH_INTERVAL_S} s; a job whose stacks stay the same for ${next.samples ?? WATCH_SAMPLES} samples is reported${cost}.`,
         );
       }
-      this.setWatching(!now.on);
+      this.setWatching(!now.on, next.interval);
       return next;
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: switching the hang watch failed: ${describe(err)}`);
@@ -265,8 +273,10 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     }
   }
 
-  private setWatching(on: boolean): void {
+  private setWatching(on: boolean, interval?: number): void {
     this.watching = on;
+    this.watchInterval = interval;
+    this.showMessage();
     void vsapi.setContext(ContextKeys.watchingHangs, on); // logs its own failure
   }
 
@@ -275,7 +285,7 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     try {
       const status = await this.connection.client?.getStacksWatch();
       if (status) {
-        this.setWatching(!!status.on);
+        this.setWatching(!!status.on, status.interval);
       }
     } catch (err) {
       swallow("Reading the hang watch's state failed", err);

@@ -201,6 +201,7 @@ describe("Stacks view against the demo's real broker", function () {
       assert.strictEqual(api.stacks.watching, true);
       // Nothing here asks for stacks: the broker's samples arrive as `stacks` events.
       await waitFor("a sample pushed by the watch", () => (api.stacks.result?.time ?? 0) > before && refreshes > 0, 30_000);
+      assert.match(api.stacks.treeView.message ?? "", / · \d+ workers in \d+ ms · .*watching every 1 s$/, "what a sample costs, and that the watch runs");
       await waitFor("the suspected hang of the fixture job", () => pressed, 60_000);
       const note = shown.find((m) => m.includes(`job ${jobId}`));
       assert.match(note ?? "", new RegExp(`^Ray Sleuth: suspected hang in job ${jobId}: ranks 0-3 showed the same stacks for 2 samples since .*, with no new step\\. Behind: rank 3: stack differs from ranks 0-2 \\(3 of 4\\)\\.$`));
@@ -208,6 +209,7 @@ describe("Stacks view against the demo's real broker", function () {
       const off = await api.stacks.toggleWatch();
       assert.strictEqual(off?.on, false);
       assert.strictEqual(api.stacks.watching, false);
+      assert.ok(!api.stacks.treeView.message?.includes("watching"), api.stacks.treeView.message);
     } finally {
       sub.dispose();
       api.stacks.notifier = original;
