@@ -40,7 +40,7 @@ def stacks(client, **params) -> dict:
     return client.get(f"/v1/stacks?{query}")
 
 
-def wait_for_stacks(client, ok, timeout: float, message: str, **params) -> dict:
+def wait_for_stacks(client, ok, within: float, message: str, **params) -> dict:
     """GET /v1/stacks until `ok(result)`; on timeout, fail with what the rows said last."""
     last: list[dict] = []
 
@@ -50,7 +50,7 @@ def wait_for_stacks(client, ok, timeout: float, message: str, **params) -> dict:
         return res if ok(res) else None
 
     try:
-        return wait_until(check, timeout, interval=0.2, message=message)
+        return wait_until(check, within, interval=0.2, message=message)
     except AssertionError as exc:
         rows = [{k: w.get(k) for k in ("rank", "source", "error", "hint")} for w in last[0]["workers"]]
         raise AssertionError(f"{exc}\nlast rows: {rows}\nlast text:\n{last[0]['text']}") from None
@@ -151,8 +151,11 @@ def test_a_worker_without_the_agent_is_dumped_by_py_spy_or_says_why_not(client):
 
 
 def _main(res: dict) -> list[dict]:
+    """The main thread's frames of the only row (py-spy lists threads in its own order)."""
     rows = res["workers"]
-    return rows[0]["threads"][0]["frames"] if rows and rows[0]["threads"] else []
+    threads = rows[0]["threads"] if rows else []
+    main = [t for t in threads if t["main"]]
+    return main[0]["frames"] if main else []
 
 
 def _probe_pyspy(pid: int) -> str | None:
