@@ -71,6 +71,10 @@ class DapSession:
         self.replay = None
         """A read-only session over a stored crash record (attach {crash})."""
         self._tasks: set[asyncio.Task] = set()
+        self.client_progress = False
+        """The client shows DAP progress events (VS Code): attach steps go there, not to the
+        Debug Console."""
+        self._progress_id: str | None = None
 
     def __str__(self) -> str:
         rank = self.link.worker.rank if self.link else None
@@ -100,6 +104,7 @@ class DapSession:
     # --- requests the broker answers itself -------------------------------------------------
 
     async def initialize_request(self, request: dict) -> bool:
+        self.client_progress = bool((request.get("arguments") or {}).get("supportsProgressReporting"))
         await self.respond(request, CAPABILITIES)
         return True
 
@@ -123,7 +128,10 @@ class DapSession:
         try:
             worker = resolve_target(self.door.table.workers(), args)
             mappings = list(args.get("pathMappings") or [])
-            self.link = await self.door.leases.lease(worker, self, progress=self._progress)
+            try:
+                self.link = await self.door.leases.lease(worker, self, progress=self._progress)
+            finally:
+                await self._progress_end()
             if not mappings and isinstance(args.get("localRoot"), str):
                 from raysleuth.broker.pathmap import auto_mapping
 
@@ -207,7 +215,23 @@ class DapSession:
             await self.respond(request, self.paths.map_message(body, to_remote=False))
 
     async def _progress(self, text: str) -> None:
-        await self.output(f"Ray Sleuth: {text}")
+        """One step of a long attach: a progress notification where the client shows them,
+        else a line in its console."""
+        if not self.client_progress:
+            await self.output(f"Ray Sleuth: {text}")
+        elif self._progress_id is None:
+            self._progress_id = f"raysleuth-attach-{self.id}"
+            await self.event(
+                "progressStart", {"progressId": self._progress_id, "title": "Ray Sleuth", "message": text}
+            )
+        else:
+            await self.event("progressUpdate", {"progressId": self._progress_id, "message": text})
+
+    async def _progress_end(self) -> None:
+        await asyncio.sleep(0)  # steps already scheduled go out first
+        if self._progress_id is not None:
+            await self.event("progressEnd", {"progressId": self._progress_id})
+            self._progress_id = None
 
     async def configurationDone_request(self, request: dict) -> bool:
         await self.respond(request)

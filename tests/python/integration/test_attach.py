@@ -297,3 +297,29 @@ async def test_working_dir_copy_is_mapped_to_the_editors_folder_automatically(
     finally:
         job.stdin.close()
         await asyncio.to_thread(job.wait, 60)
+
+
+async def test_attach_steps_show_as_progress_not_as_debug_console_lines(broker, client, ray_cluster):
+    """A client that shows DAP progress (VS Code) gets the long attach's steps there; a worker
+    nobody attached to yet, so the link is opened for this session."""
+    a = ray.remote(num_cpus=0)(ranked_job.RankedTrainer).remote(731, 1)
+    pid = ray.get(a.pid.remote())
+    w = wait_until(
+        lambda: next((w for w in client.workers() if w["pid"] == pid and w["rank"] == 731), None), 10
+    )
+    host, port = dap_address(broker)
+    c = await DapClient.connect(host, port)
+    try:
+        await c.request("initialize", {"adapterID": "raysleuth", "supportsProgressReporting": True})
+        await c.request("attach", {"token": broker.token, "worker": w["id"]}, timeout=90)
+        await c.wait_event("initialized", timeout=30)
+        seen = list(c.events)
+        kinds = [e["event"] for e in seen if e["event"].startswith("progress")]
+        assert kinds[0] == "progressStart" and kinds[-1] == "progressEnd", kinds
+        start = next(e for e in seen if e["event"] == "progressStart")["body"]
+        assert start["title"] == "Ray Sleuth" and "debugger" in start["message"]
+        assert not [e for e in seen if e["event"] == "output" and "debugpy" in e["body"]["output"]]
+        await c.request("disconnect", {})
+    finally:
+        await c.close()
+        ray.kill(a)
