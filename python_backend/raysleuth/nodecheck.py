@@ -180,6 +180,30 @@ def _flight_recorder(env=None) -> dict:
     )
 
 
+TRAIN_HEALTH_ENV = "RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S"
+
+
+def _pause_timeouts(env=None) -> dict:
+    """How long a Ray Train worker may stay paused in the debugger before Ray Train's health check
+    declares it dead (its controller's poll hangs while every thread is held)."""
+    env = env or _raylet_env
+    value = env(TRAIN_HEALTH_ENV)
+    hint = (
+        f"To debug longer, raise it: ray.init(runtime_env={{\"env_vars\": {{\"{TRAIN_HEALTH_ENV}\": "
+        '"3600"}}); for collectives, init_process_group(timeout=datetime.timedelta(hours=1)).'
+    )
+    if value is None or not value.strip():
+        return check(
+            "pause timeouts", "info", f"{TRAIN_HEALTH_ENV} is not set: a paused Ray Train worker is "
+            "declared dead after 600 s (Ray's default); other ranks' collectives give up after the "
+            "process group's timeout", hint,
+        )  # fmt: skip
+    return check(
+        "pause timeouts", "info", f"{TRAIN_HEALTH_ENV}={value.strip()}: a paused Ray Train worker is "
+        "declared dead after that many seconds", hint,
+    )  # fmt: skip
+
+
 def _clock(broker_time: float | None) -> dict:
     if broker_time is None:
         return check("clock", "info", "not compared (no broker time given)")
@@ -234,6 +258,7 @@ def node_checks(broker_time: float | None = None) -> list[dict]:
         (_logs, ()),
         (_pyspy, ()),
         (_flight_recorder, ()),
+        (_pause_timeouts, ()),
     ):
         try:
             out.append(fn(*args))

@@ -11,6 +11,7 @@ import sys
 import time
 
 from raysleuth.agent import rank as rank_mod
+from raysleuth.agent.deadlines import paused_deadlines
 from raysleuth.agent.identity import Identity
 from raysleuth.agent.log import swallow
 
@@ -39,6 +40,7 @@ def build_report(identity: Identity, source: str, bp_version: str, trigger) -> d
     if paused is not None:
         info["state"] = "paused"
         info["paused_at"] = paused
+        info["deadlines"] = paused_deadlines(r.source)
     pm = sys.modules.get("raysleuth.agent.postmortem")
     if pm is not None and pm.crashed is not None:
         c = pm.crashed

@@ -29,6 +29,8 @@ class WorkerTable:
         self.stopped_links: dict[str, dict | None] = {}
         """Worker id → where it is paused (or None while that is being found) while a link
         holds it stopped."""
+        self._paused_since: dict[str, float] = {}
+        """Worker id → when this table first saw its current pause."""
         self._resumed: dict[str, object] = {}
         """Worker id → `time` of its last report, a paused one, sent before a continue we made:
         that report is stale until the worker's next one arrives."""
@@ -95,12 +97,25 @@ class WorkerTable:
                 rec = self.crashes.latest_for(w.id)
                 w.crash = rec.id if rec is not None else None
             w.gpu_memory = self.gpu.summary(w.id)
+            self._time_the_pause(w)
+        for wid in set(self._paused_since) - {w.id for w in workers if w.state == "paused"}:
+            del self._paused_since[wid]
         self._workers = workers
         view = comparable(workers)
         if view != self._published:
             self._published = view
             self.hub.publish("workers", self.workers_json())
         self.hub.emit("table", None)
+
+    def _time_the_pause(self, w: Worker) -> None:
+        """A paused worker: since when, and the nearest timeout that will end the pause."""
+        if w.state != "paused":
+            w.deadlines = []
+            return
+        since = w.paused_since = self._paused_since.setdefault(w.id, self.clock())
+        if w.deadlines:
+            d = min(w.deadlines, key=lambda d: d.get("seconds") or float("inf"))
+            w.deadline = dict(d, at=since + float(d.get("seconds") or 0))
 
     def workers(self) -> list[Worker]:
         return self._workers

@@ -25,7 +25,7 @@ WORKER_FIELDS = FIELDS
 
 REPORTED = (
     "pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name", "rank",
-    "local_rank", "world_size", "gpu_ids", "python", "cwd", "armed",
+    "local_rank", "world_size", "gpu_ids", "python", "cwd", "armed", "deadlines",
 )  # fmt: skip
 """What an agent's report says of its worker, taken over as it is."""
 

@@ -46,6 +46,12 @@ class Worker:
     #: A crashed worker held for an attach is let go at this time.
     gpu_memory: dict | None = None
     #: {used_bytes, peak_bytes, growing} from its GPU samples.
+    deadlines: list = field(default_factory=list)
+    #: While paused: [{what, seconds, setting}], the timeouts that end the pause (its agent's).
+    paused_since: float | None = None
+    #: When the broker first saw it paused (this pause).
+    deadline: dict | None = None
+    #: While paused: the nearest of `deadlines` as {at, what, seconds, setting} (`at`: epoch s).
 
     @property
     def live(self) -> bool:

@@ -42,6 +42,11 @@ async def test_rank_1_breakpoint_in_train_loop_stops_only_rank_1(
     stopped = await asyncio.to_thread(wait_until, lambda: paused_at_line(client), 120, 0.2, "rank 1 paused")
     assert [w["rank"] for w in stopped] == [1]
     assert not fit.done(), "the fit waits for the paused rank"
+    # What will end the pause: Ray Train's health check (600 s) before gloo's default (1800 s).
+    deadline = stopped[0]["deadline"]
+    assert "health check" in deadline["what"] and deadline["seconds"] == 600.0, stopped[0]
+    assert deadline["at"] == stopped[0]["paused_since"] + 600.0
+    assert {d["seconds"] for d in stopped[0]["deadlines"]} == {600.0, 1800.0}
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "rank": 1})
     try:

@@ -21,7 +21,8 @@ def test_doctor_checks_every_node_through_its_relay_and_the_broker(broker, clien
     assert report["nodes"][0]["node_id"] == ray.get_runtime_context().get_node_id()
     checks = {c["check"]: c for c in report["nodes"][0]["checks"]}
     assert list(checks) == [
-        "python", "ray", "debugpy", "agent", "gpu", "clock", "logs", "py-spy", "flight recorder"
+        "python", "ray", "debugpy", "agent", "gpu", "clock", "logs", "py-spy", "flight recorder",
+        "pause timeouts",
     ]  # fmt: skip
     assert checks["ray"] == {"check": "ray", "status": "ok", "detail": f"Ray {ray.__version__}", "hint": None}
     # The tests' cluster starts with RAYSLEUTH=1 (helpers.pin_ray_env): the raylet hands it to workers.

@@ -62,6 +62,26 @@ def test_a_worker_we_resumed_reads_running_until_its_next_report(tmp_path):
     assert table.get("w1").state == "paused"  # a new pause
 
 
+def test_a_paused_worker_shows_since_when_and_the_nearest_timeout_that_ends_it(tmp_path):
+    now = [NOW]
+    table = WorkerTable(EventHub(), CrashStore(tmp_path), GpuHistory(), clock=lambda: now[0])
+    where = {"path": "/t.py", "line": 3, "reason": "breakpoint"}
+    deadlines = [
+        {"what": "Ray Train's worker health check", "seconds": 600.0, "setting": "X"},
+        {"what": "the other ranks' gloo collectives", "seconds": 120.0, "setting": "Y"},
+    ]
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, deadlines=deadlines)])
+    now[0] += 5
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, deadlines=deadlines)])
+    w = table.get("w1")
+    assert w.paused_since == NOW and w.deadline["at"] == NOW + 120 and w.deadline["setting"] == "Y"
+    table.take_reports([report("w1", 11)])
+    w = table.get("w1")
+    assert (w.paused_since, w.deadline, w.deadlines) == (None, None, [])
+    table.take_reports([report("w1", 11, state="paused", paused_at=where)])
+    assert table.get("w1").paused_since == NOW + 5 and table.get("w1").deadline is None  # a new pause
+
+
 def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
     table, hub, _ = make_table(tmp_path)
     table.take_reports([report("w1", 11, rank=0)])

@@ -148,3 +148,12 @@ def test_the_node_checks_never_import_torch():
 def test_without_torch_the_flight_recorder_check_only_informs():
     c = fr_check(TORCH_FR_BUFFER_SIZE="0")
     assert c["status"] == "info" and "torch is not installed here" in c["detail"]
+
+
+def test_the_pause_timeouts_check_says_how_long_a_train_worker_may_stay_paused():
+    from raysleuth.nodecheck import TRAIN_HEALTH_ENV, _pause_timeouts
+
+    unset = _pause_timeouts(lambda key: None)
+    assert unset["status"] == "info" and "600 s" in unset["detail"] and TRAIN_HEALTH_ENV in unset["hint"]
+    set_ = _pause_timeouts({TRAIN_HEALTH_ENV: "3600"}.get)
+    assert f"{TRAIN_HEALTH_ENV}=3600" in set_["detail"] and "timeout=" in set_["hint"]
