@@ -20,6 +20,7 @@ from aiohttp import web
 
 from raysleuth import __version__
 from raysleuth.broker.agents import Agents
+from raysleuth.broker.allstop import AllStop
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.connect import connect_ray, remove_if_ours, shutdown_ray, url_host, write_json
 from raysleuth.broker.control import Control
@@ -39,6 +40,7 @@ from raysleuth.broker.state_api import StateApiClient
 from raysleuth.broker.table import WorkerTable
 from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.broker.timeline import Timeline
+from raysleuth.broker.worker_logs import WorkerLogs
 from raysleuth.errors import SleuthError
 from raysleuth.paths import BROKER_FILE
 from raysleuth.swallow import swallowed
@@ -85,6 +87,7 @@ class Broker:
         self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
         self.control = Control(self.table, self.agents, self.leases)
+        self.allstop = AllStop(self.table, self.control, hub, self.tasks)
         self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
         hub.on("table", lambda _: self.points.publish_listing())
@@ -187,6 +190,7 @@ class Broker:
         services = Services(
             self.token, self.token_file, self.hub, self.table, self.status, self.points,
             self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
+            WorkerLogs(self.table, self.relays), self.allstop,
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()

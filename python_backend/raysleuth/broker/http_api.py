@@ -55,6 +55,10 @@ class Services:
     #: Doctor.
     stacks: object = None
     #: StacksService: the hang radar and its watch mode.
+    worker_logs: object = None
+    #: WorkerLogs: a worker's stdout/stderr through its node's relay.
+    settings: object = None
+    #: AllStop: the broker's settings (all-stop per job).
 
 
 def make_app(svc: Services) -> web.Application:
@@ -102,6 +106,21 @@ def make_app(svc: Services) -> web.Application:
         if w is not None:
             return web.json_response(w.to_json())
         raise NotFound(f"No worker with id {wid}.", "List workers with GET /v1/workers or `raysleuth list`.")
+
+    async def get_worker_logs(request: web.Request) -> web.Response:
+        q = request.query
+        try:
+            offset, max_bytes = int(q.get("offset", -65536)), int(q.get("max", 256 * 1024))
+        except ValueError:
+            raise BadRequest("offset and max must be integers", "E.g. ?stream=err&offset=-65536.") from None
+        res = await svc.worker_logs.read(request.match_info["id"], q.get("stream", "out"), offset, max_bytes)
+        return web.json_response(res)
+
+    async def get_settings(request: web.Request) -> web.Response:
+        return web.json_response(svc.settings.settings())
+
+    async def put_settings(request: web.Request) -> web.Response:
+        return web.json_response(svc.settings.put_settings(await body_of(request)))
 
     async def get_nodes(request: web.Request) -> web.Response:
         return web.json_response(svc.table.nodes())
@@ -259,6 +278,9 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/logs", get_logs)
     app.router.add_get("/v1/workers", get_workers)
     app.router.add_get("/v1/workers/{id}", get_worker)
+    app.router.add_get("/v1/workers/{id}/logs", get_worker_logs)
+    app.router.add_get("/v1/settings", get_settings)
+    app.router.add_put("/v1/settings", put_settings)
     app.router.add_get("/v1/nodes", get_nodes)
     app.router.add_get("/v1/status", get_status)
     app.router.add_get("/v1/stream", stream)

@@ -52,6 +52,24 @@ class NodeRelay:
 
         return await asyncio.to_thread(dump, pid, native, timeout)
 
+    async def worker_log(
+        self, worker_id: str, pid: int | None, stream: str, offset: int, max_bytes: int
+    ) -> dict:
+        """A byte range of a worker's stdout or stderr file on this node (raysleuth/nodelogs.py),
+        or {error, hint} when there is none."""
+        from raysleuth.nodelogs import find_worker_log, read_range
+        from raysleuth.paths import ray_log_dir
+
+        log_dir = ray_log_dir()
+        path = find_worker_log(log_dir, worker_id, pid, stream)
+        if path is None:
+            return {
+                "error": f"No {stream} file of worker {worker_id[:8]} (pid {pid}) in {log_dir}.",
+                "hint": "Ray writes worker-<id>-<job>-<pid>.out/.err there; a worker started with "
+                "log redirection off (RAY_LOG_TO_STDERR=1) has none.",
+            }
+        return await asyncio.to_thread(read_range, path, offset, max_bytes)
+
     async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)

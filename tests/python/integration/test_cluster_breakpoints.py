@@ -81,6 +81,30 @@ def test_rank_scope_stops_only_that_rank(client, ranked):
     assert ray.get(refs[2], timeout=30) == EXPECTED[2]
 
 
+def test_all_stop_pauses_the_jobs_other_ranks_when_one_stops(client, ranked):
+    actors, pids = ranked
+    assert client.put("/v1/settings", {"all_stop": True}) == {"all_stop": True}
+    try:
+        client.set_breakpoints(JOB, [{"line": LINE, "condition": "[rank 0] step == 1"}])
+        wait_until(lambda: armed(client) == 1, 10, message="armed in rank 0")
+        spins = [actors[r].spin.remote(20.0) for r in (1, 2, 3)]
+        wait_until(
+            lambda: all(by_pid(client, pids[r])["state"] == "running" for r in (1, 2, 3)),
+            10,
+            message="spinning",
+        )
+        ref0 = actors[0].work.remote(3)
+        wait_until(lambda: paused_pids(client, pids) == set(pids), 15, 0.2, "rank 0 stopped, then the others")
+        assert by_pid(client, pids[0])["paused_at"]["line"] == LINE
+        assert {by_pid(client, pids[r])["paused_at"]["line"] for r in (1, 2, 3)} <= {SPIN, SPIN - 1}
+        res = client.post("/v1/continue", {})
+        assert {by_pid(client, p)["id"] for p in pids} <= set(res["continued"])
+        assert ray.get(ref0, timeout=30) == EXPECTED[0]
+        assert all(n > 0 for n in ray.get(spins, timeout=30))
+    finally:
+        client.put("/v1/settings", {"all_stop": False})
+
+
 def agents_know_the_broker(client) -> bool:
     """Every live worker Ray's pool started has reported (found the registry), ours excepted."""
     own = {"SleuthRegistry", "NodeRelay"}

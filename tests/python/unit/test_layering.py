@@ -79,7 +79,8 @@ def _packages_of(name: str) -> set[str]:
 
 SHARED = (
     "raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow",
-    "raysleuth.paths", "raysleuth.gpu", "raysleuth.nodecheck",
+    "raysleuth.paths", "raysleuth.gpu", "raysleuth.nodecheck", "raysleuth.nodelogs", "raysleuth.pyspy",
+    "raysleuth.versions",
 )  # fmt: skip
 """Modules every side may use: they import neither the broker, the agent nor the CLI."""
 
@@ -103,6 +104,12 @@ def test_the_broker_never_imports_the_agent_or_the_cli():
 def test_the_agent_never_imports_the_broker_or_the_cli():
     bad = imports_across(("raysleuth.agent",), ("raysleuth.broker",))
     assert not bad, f"agent modules import the broker or the CLI: {bad}"
+
+
+def test_the_language_server_imports_neither_the_broker_nor_the_agent():
+    """`raysleuth lsp` is a client of the broker (HTTP + SSE), like the CLI (issue 15)."""
+    bad = imports_across(("raysleuth.lsp",), ("raysleuth.broker", "raysleuth.agent"))
+    assert not bad, f"language server modules import the broker, the agent or the CLI: {bad}"
 
 
 def test_shared_modules_import_neither_side():

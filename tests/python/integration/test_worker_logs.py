@@ -1,0 +1,64 @@
+"""A worker's stdout and stderr, read through its node's relay and followed from an offset."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import ray
+from helpers import wait_until
+from talker import Talker
+
+from raysleuth.errors import SleuthError
+
+
+@pytest.fixture(scope="module")
+def talker(ray_cluster, client):
+    a = ray.remote(num_cpus=0)(Talker).remote()
+    pid = ray.get(a.pid.remote())
+    w = wait_until(lambda: next((w for w in client.workers() if w["pid"] == pid), None), 15, 0.2, "listed")
+    yield a, w
+    ray.kill(a)
+
+
+def logs(client, wid: str, **q) -> dict:
+    query = "&".join(f"{k}={v}" for k, v in q.items())
+    return client.get(f"/v1/workers/{wid}/logs?{query}")
+
+
+def test_stdout_and_stderr_of_a_worker_and_what_came_after(client, talker):
+    a, w = talker
+    tag = uuid.uuid4().hex[:8]
+    ray.get(a.say.remote(f"out-{tag}-1", f"err-{tag}-1"))
+    out = wait_until(
+        lambda: (r := logs(client, w["id"], stream="out")) and f"out-{tag}-1" in r["data"] and r, 10
+    )
+    assert out["worker"] == w["id"] and out["path"].endswith(".out") and f"err-{tag}" not in out["data"]
+    err = logs(client, w["id"], stream="err")
+    assert f"err-{tag}-1" in err["data"] and err["path"].endswith(".err")
+    ray.get(a.say.remote(f"out-{tag}-2", f"err-{tag}-2"))
+    more = wait_until(
+        lambda: (r := logs(client, w["id"], stream="out", offset=out["next_offset"])) and r["data"] and r, 10
+    )
+    assert f"out-{tag}-2" in more["data"] and f"out-{tag}-1" not in more["data"]
+
+
+@pytest.mark.parametrize(
+    "query, status, words",
+    [
+        ({"stream": "log"}, 400, "stream must be one of out, err"),
+        ({"offset": "x"}, 400, "offset and max must be integers"),
+        ({"max": 0}, 400, "max must be positive"),
+    ],
+)
+def test_bad_queries_say_how(client, talker, query, status, words):
+    _, w = talker
+    with pytest.raises(SleuthError, match=words) as err:
+        logs(client, w["id"], **query)
+    assert err.value.status == status and err.value.hint
+
+
+def test_an_unknown_worker_is_404(client):
+    with pytest.raises(SleuthError, match="No worker with id") as err:
+        logs(client, "ff" * 28)
+    assert err.value.status == 404
