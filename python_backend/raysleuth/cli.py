@@ -90,6 +90,12 @@ def cmd_doctor(args) -> int:
     return run_doctor(_client(args), args.json)
 
 
+def cmd_lsp(args) -> int:
+    from raysleuth.lsp.server import run_server
+
+    return run_server(args.broker, args.state_dir, args.token_file)
+
+
 def cmd_demo(args) -> int:
     from raysleuth.demo import run_demo
 
@@ -182,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(dr)
     dr.set_defaults(fn=cmd_doctor)
+
+    lsp = sub.add_parser("lsp", help="the language server (LSP on stdin/stdout) for editors")
+    lsp.add_argument("--stdio", action="store_true", help="serve on stdin/stdout (the default and only mode)")
+    lsp.add_argument("--token-file", help="broker token file (default: the state dir's)")
+    client_opts(lsp)
+    lsp.set_defaults(fn=cmd_lsp)
 
     d = sub.add_parser("demo", help="run a ranked training demo on an embedded local Ray cluster")
     d.add_argument("--state-dir", help="state dir for the demo's broker (default: ~/.raysleuth)")
