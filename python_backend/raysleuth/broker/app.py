@@ -22,7 +22,14 @@ from raysleuth import __version__
 from raysleuth.broker.agents import Agents
 from raysleuth.broker.allstop import AllStop
 from raysleuth.broker.auth import load_or_create_token
-from raysleuth.broker.connect import connect_ray, remove_if_ours, shutdown_ray, url_host, write_json
+from raysleuth.broker.connect import (
+    connect_ray,
+    exposure_warning,
+    remove_if_ours,
+    shutdown_ray,
+    url_host,
+    write_json,
+)
 from raysleuth.broker.control import Control
 from raysleuth.broker.crashes import CrashStore
 from raysleuth.broker.dap_front import DapFrontDoor
@@ -31,6 +38,7 @@ from raysleuth.broker.events import EventHub
 from raysleuth.broker.gpu import GpuHistory
 from raysleuth.broker.http_api import Services, make_app
 from raysleuth.broker.inbox import Inbox
+from raysleuth.broker.inspect import Inspections
 from raysleuth.broker.leases import LinkLeases
 from raysleuth.broker.points import PointService, PointSet
 from raysleuth.broker.postmortem import PostMortem
@@ -84,7 +92,8 @@ class Broker:
         )
         self.timeline = Timeline(hub)
         self.postmortem = PostMortem(self.crashes, self.timeline, self.table, self.relays, hub)
-        self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub)
+        self.inspect = Inspections(hub)
+        self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub, self.inspect)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
         self.control = Control(self.table, self.agents, self.leases)
         self.allstop = AllStop(self.table, self.control, hub, self.tasks)
@@ -190,7 +199,7 @@ class Broker:
         services = Services(
             self.token, self.token_file, self.hub, self.table, self.status, self.points,
             self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
-            WorkerLogs(self.table, self.relays), self.allstop,
+            WorkerLogs(self.table, self.relays), self.allstop, inspections=self.inspect,
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
@@ -198,6 +207,8 @@ class Broker:
         await site.start()
         http_port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - port 0 means "pick one"
         self.http_url = f"http://{url_host(self.host)}:{http_port}"
+        if warning := exposure_warning(self.host):
+            log.warning("%s", warning)
         door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
         dap_server = await asyncio.start_server(door.handle, self.host, self.dap_port)
         self.dap_address = f"{url_host(self.host)}:{dap_server.sockets[0].getsockname()[1]}"

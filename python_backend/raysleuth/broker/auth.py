@@ -8,20 +8,29 @@ import secrets
 import stat
 from pathlib import Path
 
+from raysleuth.errors import SleuthError
 from raysleuth.paths import TOKEN_FILE
 
 
 def load_or_create_token(state_dir: Path) -> tuple[str, Path]:
     """The token (RAYSLEUTH_TOKEN, else the state dir's token file, made if missing) and its file.
 
-    A token file that others can read is replaced: the token guards code execution in workers.
+    A token file that others can read, or that another user owns, is refused (SleuthError with a
+    hint): the token guards code execution in every worker, and it may have leaked already.
     """
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / TOKEN_FILE
     token = os.environ.get("RAYSLEUTH_TOKEN", "").strip()
-    if not token and path.exists():
+    if path.exists():
         st = path.stat()
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO) == 0 and st.st_uid == os.getuid():
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO) or st.st_uid != os.getuid():
+            mode = stat.filemode(st.st_mode)
+            raise SleuthError(
+                f"The broker's token file {path} ({mode}, uid {st.st_uid}) can be read by others.",
+                f"Anyone who read it can run code in every worker: delete it (a new token is made) "
+                f"or, if it never left your hands, run `chmod 600 {path}`.",
+            )
+        if not token:
             token = path.read_text().strip()
     if not token:
         token = secrets.token_urlsafe(32)

@@ -59,6 +59,29 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the broker on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a hostname: it may resolve to any interface
+
+
+def exposure_warning(host: str) -> str | None:
+    """What the broker says at start when it listens beyond loopback, else None."""
+    if is_loopback(host):
+        return None
+    return (
+        f"The broker listens on {host}, not only on this machine: anyone who can reach its ports "
+        "and has the token can run code in every worker. Prefer --host 127.0.0.1 and a tunnel "
+        "(ssh -L, kubectl port-forward); see the README's Security section."
+    )
+
+
 def write_json(path: Path, data: dict) -> None:
     """Atomically, mode 0600."""
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")

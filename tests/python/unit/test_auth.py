@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from raysleuth.broker.auth import check_bearer, load_or_create_token
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.http_api import Services, make_app
+from raysleuth.errors import SleuthError
 
 
 def test_token_file_is_owner_only_and_reused(tmp_path, monkeypatch):
@@ -20,10 +21,15 @@ def test_token_file_is_owner_only_and_reused(tmp_path, monkeypatch):
     assert again == token
 
 
-def test_token_file_readable_by_others_is_replaced(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_token_file_readable_by_others_is_refused_with_a_hint(tmp_path, monkeypatch, mode):
     monkeypatch.delenv("RAYSLEUTH_TOKEN", raising=False)
     token, path = load_or_create_token(tmp_path)
-    os.chmod(path, 0o644)
+    os.chmod(path, mode)
+    with pytest.raises(SleuthError, match="can be read by others") as err:
+        load_or_create_token(tmp_path)
+    assert f"chmod 600 {path}" in err.value.hint and path.read_text().strip() == token  # left as it was
+    path.unlink()
     fresh, _ = load_or_create_token(tmp_path)
     assert fresh != token and stat.S_IMODE(path.stat().st_mode) == 0o600
 
@@ -88,3 +94,38 @@ async def test_handler_failure_is_500_json_and_server_keeps_serving(client):
     resp = await client.get("/v1/nodes", headers=h)
     assert resp.status == 500 and "boom" in (await resp.json())["error"]
     assert (await client.get("/v1/workers", headers=h)).status == 200
+
+
+def every_route(app) -> list[tuple[str, str]]:
+    """(method, path) of every route in the router table, `{id}` filled in."""
+    out = []
+    for route in app.router.routes():
+        info = route.resource.get_info()
+        path = info.get("path") or info.get("formatter", "")
+        out.append((route.method, path.replace("{id}", "x")))
+    return out
+
+
+async def test_every_route_in_the_router_table_refuses_a_request_without_the_token(client):
+    routes = every_route(client.server.app)
+    assert len(routes) >= 20 and ("GET", "/v1/workers/x/logs") in routes
+    for method, path in routes:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            resp = await client.request(method, path, headers=headers)
+            assert resp.status == 401, (method, path, headers)
+            if method != "HEAD":  # aiohttp adds HEAD for every GET: no body
+                assert "/state/token" in (await resp.json())["hint"]
+
+
+@pytest.mark.parametrize(
+    "host, exposed",
+    [("127.0.0.1", False), ("127.0.0.2", False), ("::1", False), ("localhost", False), ("0.0.0.0", True),
+     ("10.1.2.3", True), ("::", True), ("head-node", True)],
+)  # fmt: skip
+def test_the_broker_warns_when_it_listens_beyond_loopback(host, exposed):
+    from raysleuth.broker.connect import exposure_warning
+
+    warning = exposure_warning(host)
+    assert (warning is not None) == exposed
+    if exposed:
+        assert host in warning and "--host 127.0.0.1" in warning and "token" in warning
