@@ -8,6 +8,7 @@ import { createParser } from "eventsource-parser";
 import { formatRanks } from "../common/ranks";
 import {
   BrokerErrorBody,
+  BrokerSettings,
   BrokerStatus,
   ClusterBreakpoint,
   ContinueReply,
@@ -25,6 +26,7 @@ import {
   StacksWatchStatus,
   StreamEvent,
   WorkerInfo,
+  WorkerLogChunk,
   WorkerSelector,
 } from "./types";
 
@@ -47,6 +49,11 @@ export class BrokerError extends Error {
 }
 
 export type StreamState = "connecting" | "open" | "closed";
+
+/** First delay before the stream reconnects, in ms. */
+export const DEFAULT_MIN_BACKOFF_MS = 250;
+/** Longest delay between reconnects, in ms: how long a restarted broker may wait to be seen. */
+export const DEFAULT_MAX_BACKOFF_MS = 1000;
 
 export interface BrokerClientOptions {
   /** Base URL, e.g. http://127.0.0.1:7311 */
@@ -137,8 +144,10 @@ export class BrokerClient {
     this.url = options.url.replace(/\/+$/, "");
     this.token = options.token;
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.minBackoffMs = options.minBackoffMs ?? 500;
-    this.maxBackoffMs = options.maxBackoffMs ?? 15_000;
+    // A broker that restarts is back within seconds: retry at most a second
+    // apart (a refused connect costs nothing), not after up to 15 s (issue #13).
+    this.minBackoffMs = options.minBackoffMs ?? DEFAULT_MIN_BACKOFF_MS;
+    this.maxBackoffMs = options.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
     this.backoffMs = this.minBackoffMs;
   }
 
@@ -220,6 +229,20 @@ export class BrokerClient {
   /** Stops the broker's hang watch. */
   deleteStacksWatch(): Promise<unknown> {
     return this.requestJson<unknown>("DELETE", "/v1/stacks/watch");
+  }
+
+  getSettings(): Promise<BrokerSettings> {
+    return this.requestJson<BrokerSettings>("GET", "/v1/settings");
+  }
+
+  putSettings(settings: Partial<BrokerSettings>): Promise<BrokerSettings> {
+    return this.requestJson<BrokerSettings>("PUT", "/v1/settings", settings);
+  }
+
+  /** A byte range of a worker's stdout ("out") or stderr ("err"); a negative offset: that many bytes before the end. */
+  getWorkerLogs(workerId: string, stream: "out" | "err", offset: number, max?: number): Promise<WorkerLogChunk> {
+    const q = new URLSearchParams({ stream, offset: String(offset), ...(max ? { max: String(max) } : {}) });
+    return this.requestJson<WorkerLogChunk>("GET", `/v1/workers/${encodeURIComponent(workerId)}/logs?${q.toString()}`);
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */

@@ -39,6 +39,27 @@ export interface WorkerInfo {
   gpu_memory?: GpuMemory | null;
   /** The worker's working folder, as the worker sees it (path mapping). */
   cwd?: string | null;
+  /** While paused: when the broker first saw this pause (seconds since the epoch); a new pause gets a new value. */
+  paused_since?: number | null;
+  /** While paused: the nearest timeout that will end the pause (absent: none known). */
+  deadline?: PauseDeadline | null;
+  /** While paused: every timeout known to end the pause. */
+  deadlines?: PauseDeadline[];
+  /** Id of the worker's newest crash record. */
+  crash?: string | null;
+  /** A crashed worker held for an attach is let go at this time (seconds since the epoch). */
+  held_until?: number | null;
+}
+
+/** A timeout that ends a worker's pause, e.g. Ray Train's health check. */
+export interface PauseDeadline {
+  /** When it fires (seconds since the epoch); absent in `deadlines`' entries. */
+  at?: number;
+  /** e.g. "Ray Train's worker health check". */
+  what: string;
+  seconds: number;
+  /** What to raise to give a pause more time, e.g. "RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S (runtime_env env_vars)". */
+  setting: string;
 }
 
 export interface GpuMemory {
@@ -95,12 +116,23 @@ export interface ClusterBreakpoint {
   scope: string | null;
   /** Number of workers that have it armed now. */
   armed: number;
+  /** Which workers have it armed now, by rank (absent from an older broker). */
+  armed_on?: ArmedOn[];
+  /** Live workers that have not taken the set yet. */
+  pending?: number;
   /**
    * Who set it: "cli" (the terminal), "api" (an HTTP client that named no one),
    * "vscode:<window>" (a VS Code window's editor breakpoints), or what a client
    * named itself. Absent from a broker older than owners.
    */
   owner?: string;
+}
+
+/** One worker that has a cluster breakpoint armed. */
+export interface ArmedOn {
+  worker: string;
+  rank: number | null;
+  pid: number | null;
 }
 
 /** One editor breakpoint in the body of `PUT /v1/breakpoints`. */
@@ -152,12 +184,35 @@ export interface SkippedWorker {
 export interface ContinueReply {
   continued: string[];
   skipped?: SkippedWorker[];
+  /** Pending pauses (see PauseReply.pending) this continue called off. */
+  cancelled?: string[];
 }
 
 /** The answer of `POST /v1/pause`. */
 export interface PauseReply {
   paused: string[];
+  /** Asked, but its main thread is in native code: it pauses when it returns to Python. */
+  pending?: SkippedWorker[];
   skipped?: SkippedWorker[];
+}
+
+/** `GET /v1/settings`, its PUT and the `settings` stream event. */
+export interface BrokerSettings {
+  /** When one rank of a job stops, the broker pauses the job's other ranks. */
+  all_stop: boolean;
+}
+
+/** The answer of `GET /v1/workers/{id}/logs`: one byte range of the worker's stdout or stderr. */
+export interface WorkerLogChunk {
+  worker: string;
+  stream: "out" | "err";
+  /** The log file on the worker's node. */
+  path: string;
+  offset: number;
+  /** Ask again from here to follow. */
+  next_offset: number;
+  size: number;
+  data: string;
 }
 
 /** One row of `POST /v1/evaluate`: a value (repr) or an error, per paused worker. */

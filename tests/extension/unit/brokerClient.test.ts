@@ -236,6 +236,40 @@ describe("Broker client against a local fake broker", () => {
     assert.strictEqual(c.streamState, "closed");
   });
 
+  it("sees a broker that was down for seconds within about a second of its return (default backoff)", async function () {
+    this.timeout(20_000);
+    broker.routes.set("GET /v1/stream", (_req, res) => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`event: workers\ndata: []\n\n`);
+    });
+    const port = Number(new URL(broker.url).port);
+    const c = new BrokerClient({ url: broker.url, token: TOKEN });
+    client = c;
+    const states: [StreamState, number][] = [];
+    c.onStreamState((s) => states.push([s, Date.now()]));
+    c.startStream();
+    await until("the stream", () => c.streamState === "open");
+    await broker.stop(); // the broker stops ...
+    await new Promise((r) => setTimeout(r, 6000)); // ... for 6 s: the backoff grows meanwhile
+    await new Promise<void>((resolve) => broker.server.listen(port, "127.0.0.1", resolve)); // and comes back
+    const back = Date.now();
+    await until("the stream again", () => c.streamState === "open", 10_000);
+    const took = Date.now() - back;
+    assert.ok(took <= 1250, `reconnected ${took} ms after the broker came back`);
+  });
+
+  it("reads a worker's log range and the broker's settings", async () => {
+    const chunk = { worker: "w1", stream: "err", path: "/tmp/ray/worker-w1.err", offset: 10, next_offset: 16, size: 16, data: "boom!\n" };
+    broker.routes.set("GET /v1/workers/w1/logs?stream=err&offset=10&max=4096", json(200, chunk));
+    broker.routes.set("GET /v1/settings", json(200, { all_stop: false }));
+    broker.routes.set("PUT /v1/settings", (_req, res, body) => json(200, JSON.parse(body))(_req, res, body));
+    const c = connect();
+    assert.deepStrictEqual(await c.getWorkerLogs("w1", "err", 10, 4096), chunk);
+    assert.deepStrictEqual(await c.getSettings(), { all_stop: false });
+    assert.deepStrictEqual(await c.putSettings({ all_stop: true }), { all_stop: true });
+    assert.strictEqual(broker.requests.at(-1)?.body, '{"all_stop":true}');
+  });
+
   it("stops reconnecting after a 401 on the stream", async () => {
     broker.routes.set("GET /v1/stream", json(401, { error: "bad token" }));
     const c = connect();
