@@ -2,7 +2,8 @@
 # Installs what the extension and its tests need: apt packages (chromium,
 # libkrb5-dev), Node 24 + code-server (a real VS Code) + playwright-core under
 # .cache/, then the extension's npm packages (playwright-core among them, pinned
-# in package-lock.json), and builds, type-checks and lints the extension.
+# in package-lock.json), builds, type-checks and lints the extension, and packages it
+# (scripts/package.sh: dist/raysleuth-<version>.vsix and the Python wheel).
 # Idempotent: work already done is skipped, so a second run takes seconds.
 # --build-only: only the npm packages and the build (no apt, no Node 24, no
 # code-server, no Chromium): what `raysleuth demo` / scripts/demo.sh need.
@@ -105,6 +106,13 @@ fi
 
 # --- the extension -------------------------------------------------------------
 build_extension
+
+# --- what users install: dist/raysleuth-<version>.vsix and the wheel (needs .venv) --
+if [ -x "$ROOT/.venv/bin/python" ]; then
+  bash "$ROOT/scripts/package.sh"
+else
+  say "no .venv yet: run scripts/setup.sh, then scripts/package.sh, for the .vsix and the wheel"
+fi
 
 # Paths for scripts/test_extension.sh.
 cat >"$CACHE/paths.env" <<EOF
