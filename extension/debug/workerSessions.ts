@@ -105,8 +105,16 @@ export class WorkerSessionService implements vscode.Disposable {
       void vsapi.showInformationMessage("Ray Sleuth: no paused worker without a debug session.");
       return [];
     }
-    const sessions = await Promise.all(paused.map((w) => this.attachWorker(w)));
-    return sessions.filter((s): s is vscode.DebugSession => s !== undefined);
+    // One after the other, lowest rank first: the Call Stack lists sessions in the order they start.
+    paused.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
+    const sessions: vscode.DebugSession[] = [];
+    for (const w of paused) {
+      const s = await this.attachWorker(w);
+      if (s) {
+        sessions.push(s);
+      }
+    }
+    return sessions;
   }
 
   private workerOf(target: AttachTarget): WorkerInfo | undefined {
@@ -130,9 +138,22 @@ export class WorkerSessionService implements vscode.Disposable {
     const ok = await vscode.debug.startDebugging(this.folder(), config as vscode.DebugConfiguration, parent ? { parentSession: parent, lifecycleManagedByParent: false } : undefined);
     if (!ok) {
       seen.dispose();
+      this.stopParentIfEmpty(key);
       return undefined;
     }
     return this.sessions.get(key) ?? (await seen.promise);
+  }
+
+  /** A worker session that did not start leaves no empty "Ray cluster" parent behind (issue #13, item 2). */
+  private stopParentIfEmpty(failedKey: string): void {
+    const parent = this.parent;
+    const othersStarting = [...this.starting.keys()].some((k) => k !== failedKey);
+    if (!parent || othersStarting || [...this.sessions.values()].some((c) => c.parentSession?.id === parent.id)) {
+      return;
+    }
+    log.info("No worker session under the Ray cluster session: stopping it");
+    this.parent = undefined;
+    void vscode.debug.stopDebugging(parent).then(undefined, (e: unknown) => swallow("Stopping the Ray cluster session failed", e));
   }
 
   /** The parent session, started if none runs. Undefined (children start on their own) if it cannot start. */

@@ -115,7 +115,10 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
     });
     try {
       const folder = vscode.workspace.workspaceFolders?.[0];
-      const ok = await vscode.debug.startDebugging(folder, { type: DEBUG_TYPE, request: "attach", name, crash: id });
+      // A crash held for an attach is its live worker: the session is keyed on it, so auto-attach and
+      // the Cluster view see that worker as debugged here and open no second session (issue #13, item 2).
+      const held = c?.worker?.id && c.held_until && c.held_until * 1000 > Date.now() ? { __raySleuthWorker: c.worker.id } : {};
+      const ok = await vscode.debug.startDebugging(folder, { type: DEBUG_TYPE, request: "attach", name, crash: id, ...held });
       if (!ok) {
         log.warn(`Opening crash ${id} failed`);
         return undefined;

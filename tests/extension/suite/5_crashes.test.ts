@@ -92,6 +92,19 @@ describe("Crashes view against the demo's real broker", function () {
       const info = (await live.customRequest("exceptionInfo", { threadId })) as { exceptionId: string };
       assert.match(info.exceptionId, /ZeroDivisionError/);
 
+      // Issue #13, item 2: the broker now lists the worker as paused at the raise line. Auto-attach
+      // must not take it for a pause of its own: no second session (the "being debugged by another
+      // session" modal), and no "Ray cluster" parent left empty.
+      const workerId = crash.worker.id ?? "";
+      await waitFor("the broker to list the held worker as stopped", () => api.state.workers.find((w) => w.id === workerId && w.state === "paused"), 30_000);
+      assert.ok(api.sessions.hasSession(workerId), "the crash session counts as the worker's session");
+      await new Promise((r) => setTimeout(r, 1500)); // what is asserted is an absence: give auto-attach its chance
+      assert.deepStrictEqual(
+        startedSessions.filter((x) => x.configuration.crash !== crash.id).map((x) => x.name),
+        [],
+        "sessions other than Inspect's",
+      );
+
       await live.customRequest("continue", { threadId });
       const code = await Promise.race([driver.exited, new Promise<string>((r) => setTimeout(() => r("still running 60 s after continue"), 60_000).unref())]);
       assert.strictEqual(code, 0, driver.out());
@@ -102,6 +115,32 @@ describe("Crashes view against the demo's real broker", function () {
       if (session) {
         await vscode.debug.stopDebugging(session);
       }
+      if (driver.child.exitCode === null) {
+        driver.child.kill("SIGTERM");
+      }
+    }
+  });
+
+  it("a held crash nobody inspects: when its hold runs out, no session opens by itself", async function () {
+    this.timeout(120_000);
+    const original = api.crashes.notifier;
+    api.crashes.notifier = () => Promise.resolve(undefined); // the notification is left alone
+    const startedSessions: vscode.DebugSession[] = [];
+    const sub = vscode.debug.onDidStartDebugSession((x) => startedSessions.push(x));
+    const driver = runDriver(["--rank", "9", "--hold", "4"]);
+    try {
+      const pidLine = await waitFor("the driver's actor", () => /pid (\d+)/.exec(driver.out()) ?? (driver.child.exitCode !== null && "exited"), 60_000);
+      assert.ok(Array.isArray(pidLine), `crash_driver.py: ${driver.out()}`);
+      const pid = Number(pidLine[1]);
+      const crash = await waitFor("the held crash in the Crashes view", () => api.crashes.crashes.find((c) => c.worker?.pid === pid), 60_000);
+      assert.ok(crash.held_until, `held: ${JSON.stringify(crash)}`);
+      const code = await driver.exited; // the hold ran out: the driver got Ray's error
+      assert.strictEqual(code, 0, driver.out());
+      await new Promise((r) => setTimeout(r, 2000)); // an absence again: give auto-attach its chance
+      assert.deepStrictEqual(startedSessions.map((x) => x.name), [], "sessions nobody asked for");
+    } finally {
+      sub.dispose();
+      api.crashes.notifier = original;
       if (driver.child.exitCode === null) {
         driver.child.kill("SIGTERM");
       }

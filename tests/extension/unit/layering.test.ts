@@ -44,6 +44,7 @@ const PURE = [
   "cluster/workerGrouping",
   "debug/attachConfig",
   "debug/clusterSessionAdapter",
+  "debug/pauseTracker",
   "breakpoints/annotations",
   "breakpoints/logpointText",
   "breakpoints/rankScope",

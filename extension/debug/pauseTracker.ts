@@ -1,0 +1,72 @@
+// Which pauses raySleuth.autoAttach opens a session for: each pause once (a
+// repeat pause at the same line is a new pause), never a crash held for
+// Inspect, lowest rank first. Pure, no vscode import: tested in plain mocha.
+import { WorkerInfo } from "../broker/types";
+import { attachable } from "../cluster/workerGrouping";
+
+/**
+ * Names one pause. The broker's `paused_since` changes with every new pause, so
+ * a worker that stops at the same line again is a new pause (issue #13, item 3);
+ * a broker without it falls back to where and why the worker stopped.
+ */
+export function pauseKey(w: WorkerInfo): string {
+  if (typeof w.paused_since === "number") {
+    return `${w.id}\u0000since ${w.paused_since}`;
+  }
+  const at = w.paused_at;
+  return `${w.id}\u0000${at ? `${at.path}:${at.line}:${at.reason}` : "?"}`;
+}
+
+/**
+ * A crashed worker held for an attach, or stopped at its crash: "Inspect" on the
+ * crash opens it, auto-attach never does (a second session on the same worker
+ * conflicts with the crash session; issue #13, item 2).
+ */
+export function isHeldCrash(w: WorkerInfo): boolean {
+  return w.state === "crashed" || (typeof w.held_until === "number" && w.held_until > 0) || (w.paused_at?.reason === "exception" && !!w.crash);
+}
+
+function byRank(a: WorkerInfo, b: WorkerInfo): number {
+  return (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid;
+}
+
+export class PauseTracker {
+  /** Pauses already looked at: attached, or a session was open then. Only the current pauses are kept. */
+  private readonly seen = new Set<string>();
+
+  get size(): number {
+    return this.seen.size;
+  }
+
+  /**
+   * The pauses to open a session for now, lowest rank first; they count as seen
+   * from here on. `hasSession` says whether a worker has a session in this
+   * window; `on` is raySleuth.autoAttach (off: nothing is opened, nothing is marked).
+   */
+  take(workers: readonly WorkerInfo[], hasSession: (workerId: string) => boolean, on: boolean): WorkerInfo[] {
+    const paused = workers.filter((w) => w.state === "paused" && attachable(w));
+    const current = new Set(paused.map(pauseKey));
+    for (const key of this.seen) {
+      if (!current.has(key)) {
+        this.seen.delete(key); // that pause is over: the next one at the same place is new
+      }
+    }
+    const out: WorkerInfo[] = [];
+    for (const w of paused) {
+      const key = pauseKey(w);
+      if (this.seen.has(key)) {
+        continue;
+      }
+      if (hasSession(w.id) || isHeldCrash(w)) {
+        this.seen.add(key); // ending that session must not reopen one for the same pause
+        continue;
+      }
+      if (!on) {
+        continue;
+      }
+      this.seen.add(key);
+      out.push(w);
+    }
+    return out.sort(byRank);
+  }
+}
