@@ -61,10 +61,45 @@ def event(name: str, **fields) -> None:
         _swallow("event(%r)", name)
 
 
+_inspect_calls: dict[str, int] = {}
+"""Per name: how many times this process called `inspect` (the step when none is given)."""
+
+
 def inspect(name: str, value, step: int | None = None) -> None:
-    """Record a summary of `value` under `name` for cross-rank comparison (a later release
-    sends it to the broker; today it is kept in the worker's recent-events ring)."""
-    event("inspect", tensor=str(name), step=step, type=type(value).__name__)
+    """Summarize `value` (a torch tensor or numpy array on any device, a number, or a dict or
+    list of them: `model.parameters()`, `state_dict()`, an optimizer) under `name`, for the
+    cross-rank table (`GET /v1/inspect`, `raysleuth inspect NAME`).
+
+    The statistics (shape, dtype, mean, std, min, max, L2 norm, NaN/Inf counts, a content hash)
+    are computed now, on this thread, by the value's own library on its own device: a few
+    passes over the data (see raysleuth/model/tensors.py); only the numbers go to the broker,
+    with this worker's rank, in the next heartbeat's batch. `step` defaults to the number of
+    earlier calls with this name in this process, so the n-th call of every rank lines up.
+    Without the agent (outside Ray) it does nothing, not even the summary; it never raises.
+    """
+    try:
+        from raysleuth import agent
+
+        a = agent.get_agent()
+        if a is None or a.disabled:
+            return
+        from raysleuth.agent.rank import resolve_rank
+        from raysleuth.model.tensors import summarize
+
+        name = str(name)
+        calls = _inspect_calls.get(name, 0)
+        _inspect_calls[name] = calls + 1
+        if step is None:
+            step = calls
+        rows = summarize(name, value)
+        t = time.time()
+        fields = {"name": name, "step": step, "rank": resolve_rank().rank}
+        a.record_event(
+            {"t": t, "name": "inspect", "fields": dict(fields, rows=rows)},
+            keep={"t": t, "name": "inspect", "fields": dict(fields, entries=len(rows))},
+        )
+    except Exception:  # noqa: BLE001 - never raise into the user's program
+        _swallow("inspect(%r)", name)
 
 
 def _swallow(what: str, *args) -> None:

@@ -16,6 +16,7 @@ import threading
 import time
 
 from raysleuth.agent.log import swallow
+from raysleuth.model.tensors import tensor_text
 
 MAX_FRAMES = 30
 """Frames recorded by a snapshot, innermost first."""
@@ -33,7 +34,17 @@ SOURCE_FILE_LIMIT = 256 * 1024
 SOURCE_TOTAL_LIMIT = 1024 * 1024
 """Bytes of source kept per file and per record (for a replay after the process is gone)."""
 
-_repr = reprlib.Repr()
+
+class _SummaryRepr(reprlib.Repr):
+    """reprlib, but a torch tensor or numpy array (also inside a list or dict) is its summary,
+    `Tensor[1024, 4096] float32 cuda:0 norm=3.2e+01 nan=0`, never a cut-off list of numbers."""
+
+    def repr1(self, x, level):
+        text = tensor_text(x)
+        return text if text is not None else super().repr1(x, level)
+
+
+_repr = _SummaryRepr()
 _repr.maxstring = 200
 _repr.maxother = 200
 _repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 12

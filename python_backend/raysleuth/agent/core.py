@@ -182,9 +182,10 @@ class Agent:
         """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
         self.outbox.emit(kind, payload)
 
-    def record_event(self, record: dict) -> None:
-        """From the user's thread: an append, no call (the agent thread sends them in batches)."""
-        self.outbox.record_event(record, self.disabled)
+    def record_event(self, record: dict, keep: dict | None = None) -> None:
+        """From the user's thread: an append, no call (the agent thread sends them in batches).
+        `keep` is what the worker's own ring keeps instead (a lighter copy), if given."""
+        self.outbox.record_event(record, self.disabled, keep)
 
     def report_crash(self, record: dict) -> dict | None:
         """Send a crash record to the broker from the failing task's thread: {id, hold, watched}.

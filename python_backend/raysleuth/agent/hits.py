@@ -13,6 +13,7 @@ import time
 from raysleuth.agent import debugger
 from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.agent.points import ArmedPoint
+from raysleuth.model.tensors import nothing_to_summarize, summarize
 
 LOG_RATE = 50
 """Logpoint lines per point per second; more are counted and reported as dropped."""
@@ -47,6 +48,24 @@ def format_log(message: str, frame) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def expression_values(exprs: list, frame) -> list[dict]:
+    """A snapshot's expressions in the frame: summary rows for tensors, arrays, numbers and
+    collections of them (`expression`, `name`, statistics), else {expression, name, value} with
+    a short repr, or {expression, name, error} when the expression raised."""
+    out: list[dict] = []
+    for expr, code in exprs:
+        try:
+            value = eval(code, frame.f_globals, frame.f_locals)  # noqa: S307 - the user's own expression
+        except Exception as exc:  # noqa: BLE001 - the user's expression failed: that is the answer
+            out.append({"expression": expr, "name": expr, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            continue
+        rows = summarize(expr, value)
+        if nothing_to_summarize(rows):
+            rows = [{"name": expr, "value": bounded_repr(value)}]
+        out.extend(dict(r, expression=expr) for r in rows)
+    return out
 
 
 class Hits:
@@ -103,10 +122,11 @@ class Hits:
             if p.count and p.fired >= p.count:
                 p.dead = True
                 agent.rearm_soon()
-            agent.emit(
-                "snapshot",
-                {"id": p.point.snapshot, "point": p.id, "time": time.time(), "frames": capture_frames(frame)},
-            )
+            payload = {"id": p.point.snapshot, "point": p.id, "time": time.time()}
+            if p.exprs:
+                payload["values"] = expression_values(p.exprs, frame)
+            payload["frames"] = capture_frames(frame)
+            agent.emit("snapshot", payload)
         else:
             p.fired += 1
             debugger.stop_here(agent, frame, p.id)

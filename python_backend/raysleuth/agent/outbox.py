@@ -78,9 +78,11 @@ class Outbox:
                 self.emit_dropped += 1
                 swallow("sending a queued %s to the registry", kind)
 
-    def record_event(self, record: dict, disabled: bool) -> None:
-        """From the user's thread: an append, no call (the agent thread sends them in batches)."""
-        self.recent.append(record)
+    def record_event(self, record: dict, disabled: bool, keep: dict | None = None) -> None:
+        """From the user's thread: an append, no call (the agent thread sends them in batches).
+        The recent ring (crash records) takes `keep` instead when given: an inspect's rows go
+        to the broker, not into every crash record."""
+        self.recent.append(keep if keep is not None else record)
         if disabled:
             return
         if len(self._events) == self._events.maxlen:

@@ -34,6 +34,7 @@ class ArmedPoint:
         "log_second",
         "log_sent",
         "log_dropped",
+        "exprs",
     )
 
     def __init__(self, point: Point) -> None:
@@ -59,6 +60,8 @@ class ArmedPoint:
         self.log_second = 0
         self.log_sent = 0
         self.log_dropped = 0
+        self.exprs = [(e, compile(e, "<expression>", "eval")) for e in point.expressions or ()]
+        """Snapshot points: the expressions to record, compiled once."""
 
     @classmethod
     def from_spec(cls, spec: dict) -> ArmedPoint:

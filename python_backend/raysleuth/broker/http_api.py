@@ -16,6 +16,7 @@ from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.events import format_sse
+from raysleuth.broker.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.stacks import StacksQuery
 from raysleuth.errors import BadRequest, NotFound, SleuthError
 from raysleuth.model.point import parse_owner
@@ -59,6 +60,8 @@ class Services:
     #: WorkerLogs: a worker's stdout/stderr through its node's relay.
     settings: object = None
     #: AllStop: the broker's settings (all-stop per job).
+    inspections: object = None
+    #: Inspections: raysleuth.inspect() rows of every rank, flagged.
 
 
 def make_app(svc: Services) -> web.Application:
@@ -206,7 +209,13 @@ def make_app(svc: Services) -> web.Application:
         return web.json_response(svc.points.snapshot_listing())
 
     async def get_snapshot(request: web.Request) -> web.Response:
-        return web.json_response(svc.points.points.snapshot_rows(request.match_info["id"]))
+        rows = svc.points.points.snapshot_rows(request.match_info["id"])
+        return web.json_response(flag_snapshot_rows(rows, rtol_of(request.query)))
+
+    async def get_inspect(request: web.Request) -> web.Response:
+        q = request.query
+        rows = svc.inspections.query(q.get("name") or None, q.get("step") or None, rtol_of(q))
+        return web.json_response(rows)
 
     async def delete_snapshot(request: web.Request) -> web.Response:
         await svc.points.remove_snapshot(request.match_info["id"])
@@ -261,6 +270,7 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_put("/v1/stacks/watch", put_stacks_watch)
     app.router.add_delete("/v1/stacks/watch", delete_stacks_watch)
     app.router.add_get("/v1/gpu", get_gpu)
+    app.router.add_get("/v1/inspect", get_inspect)
     app.router.add_get("/v1/doctor", get_doctor)
     app.router.add_get("/v1/events", get_events)
     app.router.add_get("/v1/crashes", get_crashes)

@@ -1,5 +1,5 @@
-"""Routes what agents send besides their reports: logpoint lines, timeline events, crash records
-and snapshot rows, each to the service that keeps it.
+"""Routes what agents send besides their reports: logpoint lines, timeline events, crash records,
+snapshot rows and `raysleuth.inspect` summaries, each to the service that keeps it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ log = logging.getLogger(__name__)
 
 
 class Inbox:
-    def __init__(self, table, timeline, points, postmortem, hub) -> None:
+    def __init__(self, table, timeline, points, postmortem, hub, inspections=None) -> None:
+        self.inspections = inspections
+        """Inspections: the cross-rank tensor table (an `inspect` event's rows go there and the
+        timeline keeps a light copy)."""
         self.table = table
         self.timeline = timeline
         self.points = points
@@ -29,8 +32,12 @@ class Inbox:
             self.timeline.add_log(who, data)
         elif kind == "events":
             for ev in data.get("items") or []:
-                if isinstance(ev, dict):
-                    self.timeline.add_event(who, ev.get("name"), ev.get("t"), ev.get("fields"))
+                if not isinstance(ev, dict):
+                    continue
+                fields = ev.get("fields")
+                if ev.get("name") == "inspect" and self.inspections is not None:
+                    fields = self.inspections.add(who, ev)
+                self.timeline.add_event(who, ev.get("name"), ev.get("t"), fields)
             if data.get("dropped"):
                 self.timeline.add_event(who, "events_dropped", time.time(), {"count": data["dropped"]})
         elif kind == "crash":
@@ -39,6 +46,8 @@ class Inbox:
             )
         elif kind == "snapshot":
             row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
+            if data.get("values"):
+                row["values"] = data["values"]
             if self.points.add_row(data.get("id"), row):
                 self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
         else:

@@ -53,6 +53,9 @@ class Point:
     #: Snapshot points: the snapshot id rows are filed under.
     created: float | None = None
     #: Snapshot points: when it was added (listing order).
+    expressions: list[str] | None = None
+    #: Snapshot points: expressions evaluated in the frame, each recorded as a summary (tensors)
+    #: or a short repr, compared across ranks (issue 14).
     hit: HitCondition | None = field(default=None, init=False, repr=False, compare=False)
     #: `hit_condition`, parsed.
 
@@ -81,7 +84,9 @@ class Point:
             "owner": self.owner,
         }
         if self.kind == "snapshot":
-            out.update(snapshot=self.snapshot, count=self.count, created=self.created)
+            out.update(
+                snapshot=self.snapshot, count=self.count, created=self.created, expressions=self.expressions
+            )
         if armed is not None:
             out["armed"] = armed
         return out
@@ -103,6 +108,7 @@ class Point:
             "count": self.count,
             "snapshot": self.snapshot,
             "created": self.created,
+            "expressions": self.expressions,
         }
 
     @classmethod
@@ -123,6 +129,7 @@ class Point:
             count=d.get("count"),
             snapshot=d.get("snapshot"),
             created=d.get("created"),
+            expressions=d.get("expressions") or None,
         )
 
     def replace(self, **changes) -> Point:
@@ -168,7 +175,7 @@ class Point:
 
     @classmethod
     def parse_snapshot(cls, body: dict, sid: str, now: float, owner: str = DEFAULT_OWNER) -> Point:
-        """`POST /v1/snapshots`'s body: {path, line, condition?, ranks?, count?}."""
+        """`POST /v1/snapshots`'s body: {path, line, condition?, ranks?, count?, expressions?}."""
         path = parse_path(body)
         line = parse_line(body.get("line"))
         condition = _optional_str(body, "condition", '"condition": "[rank 0] step > 10"')
@@ -191,7 +198,34 @@ class Point:
             count=count,
             snapshot=sid,
             created=now,
+            expressions=parse_expressions(body.get("expressions")),
         )
+
+
+MAX_EXPRESSIONS = 20
+
+
+def parse_expressions(value) -> list[str] | None:
+    """A snapshot's `expressions`: a list of Python expressions (each must compile)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(e, str) and e.strip() for e in value)
+        or not 1 <= len(value) <= MAX_EXPRESSIONS
+    ):
+        raise BadRequest(
+            f"'expressions' must be a list of 1 to {MAX_EXPRESSIONS} expressions, not {value!r}",
+            'Send "expressions": ["self.model.fc.weight.grad", "loss"].',
+        )
+    for e in value:
+        try:
+            compile(e.strip(), "<expression>", "eval")
+        except SyntaxError as exc:
+            raise BadRequest(
+                f"{e!r} is not a Python expression: {exc.msg}", "Send one expression each."
+            ) from None
+    return [e.strip() for e in value]
 
 
 def parse_owner(value) -> str:

@@ -1,0 +1,165 @@
+"""Tensor summaries (raysleuth/model/tensors.py) of real numpy arrays and torch CPU tensors:
+shape, dtype, statistics, NaN/Inf counts, the content hash; collections one row per entry;
+numbers; the summary text that replaces a tensor's repr. torch only where it is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from raysleuth.model import tensors
+from raysleuth.model.tensors import nothing_to_summarize, summarize, summary, tensor_text
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+
+
+def close(a, b, rel=1e-5):
+    return math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
+
+
+def test_numpy_array_statistics_match_numpys_own():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 70)).astype(np.float32)
+    s = summary(a)
+    assert (
+        s["shape"] == [300, 70] and s["dtype"] == "float32" and s["device"] == "cpu" and s["numel"] == 21000
+    )
+    a64 = a.astype(np.float64)
+    assert close(s["mean"], a64.mean(), 1e-4) and close(s["std"], a64.std(ddof=1), 1e-4)
+    assert s["min"] == float(a.min()) and s["max"] == float(a.max())
+    assert close(s["norm"], float(np.linalg.norm(a64)), 1e-5)
+    assert s["nan"] == 0 and s["inf"] == 0 and len(s["hash"]) == 16
+
+
+def test_hash_is_equal_for_equal_data_and_differs_for_one_changed_element():
+    a = np.arange(100_003, dtype=np.float32) / 7  # words in rows of 4096, a remainder, a tail
+    b = a.copy()
+    assert summary(a)["hash"] == summary(b)["hash"]
+    for i in (0, 4096, 50_000, 100_002):
+        c = a.copy()
+        c[i] = np.nextafter(c[i], np.float32(np.inf))  # one ulp
+        assert summary(c)["hash"] != summary(a)["hash"], i
+    swapped = a.copy()
+    swapped[[3, 4]] = swapped[[4, 3]]  # same values, other order
+    assert summary(swapped)["hash"] != summary(a)["hash"]
+    assert (
+        summary(a.reshape(7, -1) if a.size % 7 == 0 else a[:-1].reshape(2, -1))["hash"] != summary(a)["hash"]
+    )
+
+
+def test_nan_and_inf_are_counted_and_the_statistics_are_of_the_finite_values():
+    a = np.array([1.0, np.nan, np.inf, -np.inf, 3.0, np.nan], dtype=np.float32)
+    s = summary(a)
+    assert (s["nan"], s["inf"]) == (2, 2)
+    assert (s["mean"], s["min"], s["max"]) == (2.0, 1.0, 3.0)
+    assert close(s["norm"], math.sqrt(10))
+
+
+def test_integer_bool_empty_and_mean_dominated_arrays():
+    s = summary(np.arange(10, dtype=np.int64))
+    assert (s["dtype"], s["mean"], s["min"], s["max"]) == ("int64", 4.5, 0.0, 9.0)
+    assert summary(np.array([True, False, True]))["mean"] == pytest.approx(2 / 3)
+    empty = summary(np.zeros((0, 3), dtype=np.float32))
+    assert empty["shape"] == [0, 3] and empty["mean"] is None and empty["norm"] == 0.0
+    # The one-pass variance would lose every digit here; the summary notices and recomputes.
+    a = (1e4 + np.random.default_rng(1).standard_normal(1000) * 1e-2).astype(np.float64)
+    assert close(summary(a)["std"], float(a.std(ddof=1)), 1e-6)
+
+
+def test_numbers_are_summaries_too():
+    s = summary(2.5)
+    assert (s["shape"], s["dtype"], s["mean"], s["std"], s["norm"]) == ([], "float", 2.5, 0.0, 2.5)
+    assert summary(float("nan"))["nan"] == 1 and summary(float("nan"))["mean"] is None
+    assert summary(3)["hash"] == summary(3)["hash"] != summary(4)["hash"]
+
+
+def test_a_dict_gives_one_row_per_entry_and_a_string_gives_nothing():
+    rows = summarize("opt", {"step": 3, "state": {"w": np.ones(4), "b": np.zeros(2)}, "name": "adam"})
+    assert [r["name"] for r in rows] == ["opt.step", "opt.state.w", "opt.state.b"]
+    assert nothing_to_summarize(summarize("s", "hello"))
+    assert not nothing_to_summarize(rows)
+
+
+def test_the_number_of_entries_is_bounded(monkeypatch):
+    monkeypatch.setattr(tensors, "MAX_ENTRIES", 5)
+    rows = summarize("many", [np.ones(2)] * 12)
+    assert len(rows) == 5 and rows[-1]["more"] == 7
+
+
+def test_an_array_is_shown_by_its_summary_never_its_numbers():
+    text = tensor_text(np.ones((3, 4)))
+    assert text == "ndarray[3, 4] float64 norm=3.5e+00 nan=0"
+    assert tensor_text([1, 2]) is None and tensor_text("x") is None
+
+
+def test_the_module_imports_neither_torch_nor_numpy():
+    code = (
+        "import sys; from raysleuth.model import tensors; "
+        "print(tensors.summarize('x', [1.0, 2]), 'torch' in sys.modules, 'numpy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("False False")
+
+
+@needs_torch
+def test_torch_tensor_statistics_and_the_same_hash_as_numpy():
+    import torch
+
+    torch.manual_seed(0)
+    t = torch.randn(1000, 37)
+    s = summary(t)
+    assert s["shape"] == [1000, 37] and s["dtype"] == "float32" and s["device"] == "cpu"
+    assert close(s["mean"], t.double().mean().item(), 1e-4) and close(s["std"], t.double().std().item(), 1e-4)
+    assert (s["min"], s["max"]) == (t.min().item(), t.max().item())
+    assert close(s["norm"], torch.linalg.vector_norm(t.double()).item(), 1e-5)
+    assert s["hash"] == summary(t.numpy())["hash"]  # same bits, same hash, whichever library
+    u = t.clone()
+    u[500, 3] += 1e-3
+    assert summary(u)["hash"] != s["hash"]
+
+
+@needs_torch
+def test_torch_odd_tensors_grad_views_halves_nan_and_meta():
+    import torch
+
+    w = torch.randn(8, 8, requires_grad=True)
+    assert summary(w)["numel"] == 64  # no autograd error, no graph
+    view = torch.arange(20.0).reshape(4, 5)[:, 1::2]  # not contiguous, storage offset 1
+    assert summary(view)["hash"] == summary(view.contiguous())["hash"]
+    assert summary(view)["max"] == 18.0
+    h = summary(torch.ones(4, dtype=torch.bfloat16))
+    assert h["dtype"] == "bfloat16" and h["norm"] == 2.0
+    n = summary(torch.tensor([1.0, float("nan"), float("inf")]))
+    assert (n["nan"], n["inf"], n["max"]) == (1, 1, 1.0)
+    meta = summary(torch.empty(3, device="meta"))
+    assert meta["shape"] == [3] and meta["device"] == "meta" and "error" in meta
+
+
+@needs_torch
+def test_module_parameters_state_dict_and_optimizer_state_one_row_per_entry():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    assert [r["name"] for r in summarize("m", model)] == ["m.0.weight", "m.0.bias", "m.2.weight", "m.2.bias"]
+    assert [r["name"] for r in summarize("p", model.parameters())] == [f"p[{i}]" for i in range(4)]
+    assert [r["name"] for r in summarize("p", model.named_parameters())][0] == "p.0.weight"
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    names = [r["name"] for r in summarize("opt", opt)]
+    assert "opt.state.0.exp_avg" in names and "opt.param_groups[0].lr" in names
+
+
+@needs_torch
+def test_tensor_text_is_the_summary_line():
+    import torch
+
+    t = torch.full((1024, 4096), 1e-3)
+    assert tensor_text(t) == "Tensor[1024, 4096] float32 cpu norm=2.0e+00 nan=0"
+    t[0, 0] = float("inf")
+    assert tensor_text(t).endswith("nan=0 inf=1")
