@@ -5,21 +5,23 @@ import { log } from "../common/log";
 import { ClusterState } from "../cluster/clusterState";
 import { pickRanks } from "../cluster/rankPicker";
 import { formatRanks } from "../common/ranks";
-import { SkippedWorker } from "../broker/types";
+import { continueReport, ControlReport, pauseReport } from "./controlReport";
 import type { BrokerAccess } from "../broker/brokerConnection";
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Tells the user which workers the broker left alone and why, in one message. */
-function reportSkipped(what: string, skipped: SkippedWorker[] | undefined): void {
-  if (!skipped?.length) {
-    return;
+/** Shows a report: a warning or a notice as a notification, plain success in the status bar; all in the log. */
+function show(report: ControlReport): void {
+  log.info(report.text);
+  if (report.level === "warning") {
+    void vsapi.showWarningMessage(report.text);
+  } else if (report.level === "info") {
+    void vsapi.showInformationMessage(report.text);
+  } else {
+    vsapi.setStatusBarMessage(report.text, 8000);
   }
-  const text = skipped.map((s) => `${s.worker.slice(0, 8)}: ${s.reason}`).join("; ");
-  log.warn(`${what} skipped ${skipped.length} worker(s): ${text}`);
-  void vsapi.showWarningMessage(`Ray Sleuth: ${what} left ${skipped.length} worker${skipped.length === 1 ? "" : "s"} as they were: ${text}`);
 }
 
 export class ClusterControlService {
@@ -35,16 +37,9 @@ export class ClusterControlService {
       return undefined;
     }
     try {
-      const { continued, skipped } = await client.continueWorkers({});
-      reportSkipped("continue", skipped);
-      const n = continued?.length ?? 0;
-      log.info(`Continued ${n} paused worker(s): ${(continued ?? []).join(", ")}`);
-      if (n === 0 && !skipped?.length) {
-        void vsapi.showInformationMessage("Ray Sleuth: no worker is paused.");
-      } else {
-        vsapi.setStatusBarMessage(`Ray Sleuth: ${n} worker${n === 1 ? "" : "s"} continued`, 5000);
-      }
-      return continued ?? [];
+      const reply = await client.continueWorkers({});
+      show(continueReport(reply, this.state.workers));
+      return reply.continued ?? [];
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: continuing the paused workers failed: ${describe(err)}`);
       return undefined;
@@ -68,13 +63,9 @@ export class ClusterControlService {
       return undefined;
     }
     try {
-      const { paused, skipped } = await client.pauseWorkers({ ranks: chosen });
-      reportSkipped("pause", skipped);
-      log.info(`Paused rank(s) ${formatRanks(chosen)}: ${(paused ?? []).join(", ")}`);
-      if (!paused?.length && !skipped?.length) {
-        void vsapi.showInformationMessage(`Ray Sleuth: no running worker with rank ${formatRanks(chosen)} to pause.`);
-      }
-      return paused ?? [];
+      const reply = await client.pauseWorkers({ ranks: chosen });
+      show(pauseReport(reply, formatRanks(chosen), this.state.workers));
+      return reply.paused ?? [];
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: pausing rank ${formatRanks(chosen)} failed: ${describe(err)}`);
       return undefined;

@@ -46,6 +46,7 @@ const PURE = [
   "debug/clusterSessionAdapter",
   "debug/pauseTracker",
   "breakpoints/annotations",
+  "breakpoints/controlReport",
   "breakpoints/logpointText",
   "breakpoints/rankScope",
   "views/html",
