@@ -78,6 +78,12 @@ def cmd_events(args) -> int:
     return run_events(_client(args), args.since, args.name, args.json, args.export)
 
 
+def cmd_inspect(args) -> int:
+    from raysleuth.inspectcmd import run_inspect
+
+    return run_inspect(_client(args), args.name, args.step, args.rtol, args.json)
+
+
 def cmd_stacks(args) -> int:
     from raysleuth.stackscmd import run_stacks
 
@@ -166,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--export", metavar="FILE", help="write a trace (chrome://tracing, ui.perfetto.dev)")
     client_opts(ev)
     ev.set_defaults(fn=cmd_events)
+
+    ins = sub.add_parser("inspect", help="raysleuth.inspect() values across ranks; the odd rank marked")
+    ins.add_argument("name", nargs="?", help="an inspect name or one entry of it (default: every name)")
+    ins.add_argument("--step", help="this step (default: the latest of each name; 'all': every step kept)")
+    ins.add_argument("--rtol", type=float, help="relative tolerance on norm/mean (default 1e-5)")
+    ins.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(ins)
+    ins.set_defaults(fn=cmd_inspect)
 
     st = sub.add_parser("stacks", help="every worker's stack, grouped; the rank holding the others back")
     st.add_argument("--job", help="only this job (an id or a prefix)")

@@ -171,3 +171,19 @@ def test_logpoints_and_reprs_show_an_array_by_its_summary():
     assert format_log("t={t}", frame) == "t=ndarray[2, 3] float32 norm=0.0e+00 nan=0"
     assert bounded_repr({"w": np.ones(2)}) == "{'w': ndarray[2] float64 norm=1.4e+00 nan=0}"
     assert bounded_repr(list(range(3))) == "[0, 1, 2]"
+
+
+def test_the_cli_table_marks_the_rank_that_differs_and_says_why():
+    from raysleuth.inspectcmd import format_table
+
+    rows = grads({2: 1e-3})
+    for r in rows:
+        r.update(name="grad", step=4)
+    flag_group(rows)
+    text = format_table(rows)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["NAME", "STEP", "RANK", "SHAPE"]
+    marked = [ln for ln in lines[1:5] if ln.startswith("!")]
+    assert len(marked) == 1 and marked[0].split()[3] == "2"
+    assert "rank 2 grad step 4: hash differs" in text
+    assert "No inspect rows yet" in format_table([])

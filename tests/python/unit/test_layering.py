@@ -16,6 +16,7 @@ CLI_MODULES = {
     "raysleuth.breakcmd",
     "raysleuth.crashcmd",
     "raysleuth.eventscmd",
+    "raysleuth.inspectcmd",
     "raysleuth.stackscmd",
     "raysleuth.terminal",
     "raysleuth.doctor",
