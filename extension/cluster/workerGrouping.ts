@@ -123,11 +123,60 @@ export function workerLabel(w: WorkerInfo): string {
   return parts.join(" · ");
 }
 
-/** The state as shown next to the label, e.g. "paused at train.py:42 (no agent)". */
-export function workerDescription(w: WorkerInfo): string {
+/** How the Cluster view shows a worker beyond its own fields. */
+export interface ShowOptions {
+  /** The broker cannot be reached now: the last known state may be wrong (issue #13, item 5). */
+  stale?: boolean;
+  /** Now, in ms since the epoch (for countdowns; a parameter so tests pin it). */
+  now?: number;
+}
+
+/** "9:41", "0:05", "1:02:03": seconds left, never negative. */
+export function formatCountdown(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const ss = String(s % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
+}
+
+/** A short name of what ends a pause: "health check" for Ray Train's, "collective timeout" for torch's. */
+function deadlineName(what: string): string {
+  if (/health check/i.test(what)) {
+    return "health check";
+  }
+  return /collective/i.test(what) ? "collective timeout" : what;
+}
+
+/** e.g. "health check kills it in 9:41"; null without a deadline. */
+export function deadlineText(w: WorkerInfo, now: number = Date.now()): string | null {
+  const d = w.state === "paused" ? w.deadline : null;
+  if (!d || typeof d.at !== "number") {
+    return null;
+  }
+  const left = d.at - now / 1000;
+  const name = deadlineName(d.what);
+  const verb = name === "health check" ? "kills it" : "fires";
+  return left > 0 ? `${name} ${verb} in ${formatCountdown(left)}` : `${name} ran out`;
+}
+
+/** A worker as the Cluster view shows its state: "unknown" while the broker cannot be reached. */
+export function shownState(w: WorkerInfo, options: ShowOptions = {}): WorkerInfo["state"] | "unknown" {
+  return options.stale && w.state !== "exited" ? "unknown" : w.state;
+}
+
+/** The state as shown next to the label, e.g. "paused at train.py:42 · health check kills it in 9:41". */
+export function workerDescription(w: WorkerInfo, options: ShowOptions = {}): string {
+  if (shownState(w, options) === "unknown") {
+    return `unknown: broker unreachable (was ${w.state})`;
+  }
   let text: string = w.state;
   if (w.state === "paused" && w.paused_at) {
     text = `paused at ${path.basename(w.paused_at.path)}:${w.paused_at.line}`;
+  }
+  const deadline = deadlineText(w, options.now);
+  if (deadline) {
+    text += ` · ${deadline}`;
   }
   if (!w.agent) {
     text += " (no agent)";
@@ -157,12 +206,28 @@ function gpuMemoryText(m: WorkerInfo["gpu_memory"]): string | null {
   return `${formatBytes(m.used_bytes)} (peak ${formatBytes(m.peak_bytes)}${m.growing ? ", growing" : ""})`;
 }
 
+/** Why a worker shows "(no agent)": Ray lists it, but no Ray Sleuth agent runs inside. */
+export const NO_AGENT_TEXT =
+  "no: Ray lists this worker, but no Ray Sleuth agent runs in it (started without RAYSLEUTH=1 or the setup hook, e.g. one of Ray's prestarted idle workers, or a job from before). It cannot be debugged; its row goes once Ray forgets it.";
+
+/** The deadline's line in a tooltip: what ends the pause, when, and the setting that gives more time. */
+function deadlineTooltip(w: WorkerInfo, now: number): string | null {
+  const d = w.deadline;
+  const text = deadlineText(w, now);
+  if (!d || !text || typeof d.at !== "number") {
+    return null;
+  }
+  return `${d.what} ends this pause at ${new Date(d.at * 1000).toLocaleTimeString()} (${text}); to pause longer, raise ${d.setting} (now ${d.seconds} s)`;
+}
+
 /** Every field, one per line. */
-export function workerTooltip(w: WorkerInfo): string {
+export function workerTooltip(w: WorkerInfo, options: ShowOptions = {}): string {
+  const stale = shownState(w, options) === "unknown";
   const rows: [string, unknown][] = [
     ["worker", w.id],
     ["pid", w.pid],
-    ["state", w.state],
+    ["state", stale ? `unknown: the broker cannot be reached (last known: ${w.state})` : w.state],
+    ["deadline", deadlineTooltip(w, options.now ?? Date.now())],
     ["paused at", w.paused_at ? `${w.paused_at.path}:${w.paused_at.line} (${w.paused_at.reason})` : null],
     ["rank", w.rank],
     ["local rank", w.local_rank],
@@ -176,7 +241,7 @@ export function workerTooltip(w: WorkerInfo): string {
     ["GPUs", w.gpu_ids && w.gpu_ids.length ? w.gpu_ids.join(", ") : null],
     ["GPU memory", gpuMemoryText(w.gpu_memory)],
     ["python", w.python],
-    ["agent", w.agent ? "yes" : "no (seen only through Ray's State API)"],
+    ["agent", w.agent ? "yes" : NO_AGENT_TEXT],
     ["last seen", formatLastSeen(w.last_seen)],
   ];
   return rows

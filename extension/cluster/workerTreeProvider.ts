@@ -14,6 +14,8 @@ import {
   workerDescription,
   workerLabel,
   workerTooltip,
+  shownState,
+  ShowOptions,
   EXITED_GROUP,
   IDLE_GROUP,
   TASKS_GROUP,
@@ -31,18 +33,38 @@ const STATE_ICONS: Record<WorkerState, vscode.ThemeIcon> = {
   crashed: new vscode.ThemeIcon("error", new vscode.ThemeColor("errorForeground")),
   exited: new vscode.ThemeIcon("circle-slash", new vscode.ThemeColor("disabledForeground")),
 };
+/** A worker whose state the broker cannot tell now (it is unreachable). */
+const UNKNOWN_ICON = new vscode.ThemeIcon("question", new vscode.ThemeColor("disabledForeground"));
 
 export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNode>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<ClusterTreeNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly subscription: vscode.Disposable;
   private roots: NodeGroup[] | undefined;
+  /** Redraws the countdowns of paused workers every second while any has a deadline. */
+  private ticker: NodeJS.Timeout | undefined;
 
   constructor(private readonly state: ClusterState) {
     this.subscription = state.onDidChange(() => {
       this.roots = undefined;
       this.changed.fire(undefined);
+      this.tick();
     });
+  }
+
+  private tick(): void {
+    const counting = this.state.status === "connected" && this.state.workers.some((w) => w.state === "paused" && w.deadline);
+    if (counting && !this.ticker) {
+      this.ticker = setInterval(() => this.changed.fire(undefined), 1000);
+    } else if (!counting && this.ticker) {
+      clearInterval(this.ticker);
+      this.ticker = undefined;
+    }
+  }
+
+  /** While the broker cannot be reached (reconnecting) the last known states may be wrong. */
+  private get options(): ShowOptions {
+    return { stale: this.state.status !== "connected", now: Date.now() };
   }
 
   /** The current tree, nodes first (also what tests read). */
@@ -80,13 +102,14 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
       case "group": {
         const g = element.group;
         const exited = g.name === EXITED_GROUP;
-        const item = new vscode.TreeItem(g.name, exited ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.Expanded);
+        const item = new vscode.TreeItem(exited ? `Exited (${g.workers.length})` : g.name, exited ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.Expanded);
         item.id = `group:${g.nodeId}:${g.name}`;
-        item.description = `${g.workers.length}`;
+        item.description = exited ? "" : `${g.workers.length}`;
         const plain = g.name === TASKS_GROUP || g.name === IDLE_GROUP;
         item.iconPath = new vscode.ThemeIcon(exited ? "history" : plain ? "list-unordered" : "symbol-class");
         item.tooltip = exited
-          ? `${g.workers.length} worker(s) that are gone: finished jobs, killed actors (their crash records stay in the Crashes view)`
+          ? `${g.workers.length} worker(s) that are gone: finished jobs, killed actors (their crash records stay in the Crashes view). ` +
+            `"(no agent)": Ray listed the process, but no Ray Sleuth agent ran in it (e.g. one of Ray's prestarted idle workers). The rows go once Ray forgets them.`
           : plain
             ? `${g.name}: workers that host no actor`
             : `actor class ${g.name}: ${g.workers.length} worker(s)`;
@@ -95,13 +118,15 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
       }
       case "worker": {
         const w = element.worker;
+        const options = this.options;
+        const shown = shownState(w, options);
         const item = new vscode.TreeItem(workerLabel(w), vscode.TreeItemCollapsibleState.None);
         item.id = `worker:${w.id}`;
-        item.description = workerDescription(w);
-        item.iconPath = STATE_ICONS[w.state] ?? new vscode.ThemeIcon("question");
-        item.tooltip = workerTooltip(w);
-        item.contextValue = `worker.${w.state}`;
-        if (w.agent && w.state !== "exited") {
+        item.description = workerDescription(w, options);
+        item.iconPath = shown === "unknown" ? UNKNOWN_ICON : (STATE_ICONS[shown] ?? UNKNOWN_ICON);
+        item.tooltip = workerTooltip(w, options);
+        item.contextValue = `worker.${shown}`;
+        if (w.agent && shown !== "exited" && shown !== "unknown") {
           // A click attaches (or focuses the worker's session if it has one).
           item.command = { command: Commands.attachWorker, title: "Attach Debugger", arguments: [element] };
         }
@@ -111,6 +136,9 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
   }
 
   dispose(): void {
+    if (this.ticker) {
+      clearInterval(this.ticker);
+    }
     this.subscription.dispose();
     this.changed.dispose();
   }

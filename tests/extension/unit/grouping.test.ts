@@ -2,7 +2,7 @@
 // (plain mocha).
 import * as assert from "assert";
 import { WorkerInfo } from "../../../extension/broker/types";
-import { groupWorkers, nodeDescription, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
+import { formatCountdown, groupWorkers, nodeDescription, shownState, workerDescription, workerLabel, workerTooltip } from "../../../extension/cluster/workerGrouping";
 import { statusText } from "../../../extension/cluster/statusText";
 
 let nextPid = 100;
@@ -93,6 +93,36 @@ describe("Worker tree grouping", () => {
       assert.ok(tip.split("\n").includes(line), `${line} in\n${tip}`);
     }
     assert.match(tip, /^agent: no/m);
+  });
+
+  it("shows no running or idle worker while the broker cannot be reached (issue #13, item 5)", () => {
+    const stale = { stale: true };
+    assert.strictEqual(shownState(worker({ state: "running" }), stale), "unknown");
+    assert.strictEqual(shownState(worker({ state: "exited" }), stale), "exited", "gone stays gone");
+    assert.strictEqual(workerDescription(worker({ state: "idle" }), stale), "unknown: broker unreachable (was idle)");
+    assert.match(workerTooltip(worker({ state: "running" }), stale), /^state: unknown: the broker cannot be reached \(last known: running\)$/m);
+    assert.strictEqual(workerDescription(worker({ state: "running" }), { stale: false }), "running");
+  });
+
+  it("counts down to the timeout that ends a pause, and names the setting to raise", () => {
+    const now = 1_700_000_000_000;
+    const deadline = {
+      at: now / 1000 + 581.4,
+      what: "Ray Train's worker health check",
+      seconds: 600,
+      setting: "RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S (runtime_env env_vars)",
+    };
+    const paused = worker({ state: "paused", paused_at: { path: "/src/train.py", line: 42, reason: "breakpoint" }, deadline });
+    assert.strictEqual(workerDescription(paused, { now }), "paused at train.py:42 · health check kills it in 9:41");
+    assert.strictEqual(workerDescription(paused, { now: now + 600_000 }), "paused at train.py:42 · health check ran out");
+    const tip = workerTooltip(paused, { now });
+    assert.match(tip, /^deadline: Ray Train's worker health check ends this pause at .* \(health check kills it in 9:41\); to pause longer, raise RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S \(runtime_env env_vars\) \(now 600 s\)$/m);
+    assert.strictEqual(workerDescription(worker({ state: "running", deadline }), { now }), "running", "only a paused worker counts down");
+    assert.deepStrictEqual([formatCountdown(5.9), formatCountdown(-3), formatCountdown(3723)], ["0:05", "0:00", "1:02:03"]);
+  });
+
+  it("explains a worker without an agent", () => {
+    assert.match(workerTooltip(worker({ agent: false, state: "exited" })), /^agent: no: Ray lists this worker, but no Ray Sleuth agent runs in it .*RAYSLEUTH=1/m);
   });
 
   it("writes the status bar text", () => {
