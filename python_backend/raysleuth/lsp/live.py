@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,16 +43,22 @@ class BrokerOptions:
     #: Token file that overrides the state dir's (initializationOptions.tokenFile).
 
     def discover(self) -> BrokerClient:
+        url = self.broker or os.environ.get("RAYSLEUTH_BROKER")
+        if self.token_file and url:
+            return BrokerClient(url, self._read_token())
         client = BrokerClient.discover(self.broker, self.state_dir)
         if self.token_file:
-            try:
-                client.token = Path(self.token_file).expanduser().read_text().strip()
-            except OSError as exc:
-                raise SleuthError(
-                    f"Cannot read the broker token at {self.token_file} ({exc.strerror}).",
-                    "Fix raySleuth.tokenFile, or clear it to use the state dir's token.",
-                ) from exc
+            client.token = self._read_token()
         return client
+
+    def _read_token(self) -> str:
+        try:
+            return Path(self.token_file).expanduser().read_text().strip()
+        except OSError as exc:
+            raise SleuthError(
+                f"Cannot read the broker token at {self.token_file} ({exc.strerror}).",
+                "Fix raySleuth.tokenFile, or clear it to use the state dir's token.",
+            ) from exc
 
 
 class LiveCluster:
