@@ -5,6 +5,11 @@ NVML comes from `pynvml` (nvidia-ml-py).
 The NVML module is a seam: `RAYSLEUTH_NVML=some.module` names a stand-in with pynvml's calls
 (tests use one on machines without a GPU). Without NVML or a GPU, `sample()` is None, and the
 first failure is remembered so that later calls cost nothing.
+
+At a CUDA out-of-memory error, `cuda_oom_evidence` keeps what torch's caching allocator knows
+(issue 14). torch.cuda is the second seam: `RAYSLEUTH_TORCH_CUDA=some.module` names a stand-in
+with its memory calls. torch itself is never imported here: only a program that loaded it can
+have run out of CUDA memory.
 """
 
 from __future__ import annotations
@@ -112,3 +117,131 @@ def sample(swallow=None) -> dict | None:
     except Exception as exc:  # noqa: BLE001 - a driver hiccup: no sample this time
         return {"t": time.time(), "gpus": [], "error": f"{type(exc).__name__}: {exc}"}
     return {"t": time.time(), "gpus": gpus, **_torch_memory(swallow)}
+
+
+# --- CUDA memory at an out-of-memory error ----------------------------------------------------
+
+MEMORY_SUMMARY_CHARS = 20_000
+"""torch.cuda.memory_summary() text kept in a crash record."""
+
+LARGEST = 10
+"""Largest live allocator blocks and tensors kept."""
+
+TENSOR_SCAN_S = 0.5
+"""Longest the walk over live objects for CUDA tensors may take."""
+
+
+def _cuda():
+    seam = os.environ.get("RAYSLEUTH_TORCH_CUDA")
+    if seam:
+        return importlib.import_module(seam)
+    torch = sys.modules.get("torch")
+    return getattr(torch, "cuda", None) if torch is not None else None
+
+
+def is_cuda_oom(exc) -> bool:
+    """`exc` (or its cause or context) is torch's OutOfMemoryError or CUDA's "out of memory"."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(
+        getattr(torch, "cuda", None), "OutOfMemoryError", None
+    )
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and len(seen) < 6:
+        seen.add(id(exc))
+        if isinstance(oom, type) and isinstance(exc, oom):
+            return True
+        try:
+            text = str(exc)
+        except Exception:  # noqa: BLE001 - a message that cannot be read is no evidence
+            text = ""
+        if "CUDA out of memory" in text or ("out of memory" in text and "CUDA" in text):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def cuda_oom_evidence(exc, swallow=None) -> dict | None:
+    """For a CUDA out-of-memory error with torch loaded: {allocated_bytes, reserved_bytes,
+    max_allocated_bytes, summary (torch.cuda.memory_summary()), largest (the allocator's biggest
+    live blocks), tensors (the biggest CUDA tensors Python still holds)}; None for other errors."""
+    if not is_cuda_oom(exc):
+        return None
+    out: dict = {"summary": None, "largest": [], "tensors": []}
+    try:
+        cuda = _cuda()
+        if cuda is None or not cuda.is_initialized():
+            return dict(out, error="CUDA was never initialized in this process")
+        out["allocated_bytes"] = int(cuda.memory_allocated())
+        out["reserved_bytes"] = int(cuda.memory_reserved())
+        out["max_allocated_bytes"] = int(cuda.max_memory_allocated())
+        out["summary"] = str(cuda.memory_summary())[:MEMORY_SUMMARY_CHARS]
+        out["largest"] = _largest_blocks(cuda.memory_snapshot())
+    except Exception as e:  # noqa: BLE001 - a partial record is still worth sending
+        out["error"] = f"{type(e).__name__}: {e}"[:300]
+        _swallowed(swallow, "reading torch's CUDA memory at an out-of-memory error")
+    out["tensors"] = _largest_tensors(swallow)
+    return out
+
+
+def _swallowed(swallow, what: str) -> None:
+    if swallow is not None:
+        swallow(what)
+    else:
+        swallow_exception(log, what)
+
+
+def _largest_blocks(segments) -> list[dict]:
+    """The allocator's live blocks, biggest first: [{bytes, device, address, stream, frames}]."""
+    blocks = []
+    for seg in segments or ():
+        for b in seg.get("blocks") or ():
+            if b.get("state") == "active_allocated":
+                frames = [
+                    f"{f.get('filename')}:{f.get('line')} {f.get('name')}"
+                    for f in (b.get("frames") or [])[:6]
+                ]
+                blocks.append(
+                    {
+                        "bytes": int(b.get("size") or 0),
+                        "device": seg.get("device"),
+                        "address": hex(int(b.get("address") or 0)),
+                        "stream": seg.get("stream"),
+                        "frames": frames,
+                    }
+                )
+    blocks.sort(key=lambda b: -b["bytes"])
+    return blocks[:LARGEST]
+
+
+def _largest_tensors(swallow) -> list[dict]:
+    """CUDA tensors reachable from Python now, biggest storage first (one per storage), found by
+    a walk over the garbage collector's objects that stops after TENSOR_SCAN_S."""
+    import gc
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    found: dict[int, dict] = {}
+    deadline = time.monotonic() + TENSOR_SCAN_S
+    try:
+        for i, obj in enumerate(gc.get_objects()):
+            if i % 4096 == 0 and time.monotonic() > deadline:
+                break
+            # type(), not isinstance(): a deprecated proxy's __class__ would warn on stderr
+            if not issubclass(type(obj), torch.Tensor) or obj.device.type != "cuda":
+                continue
+            storage = obj.untyped_storage()
+            key = storage.data_ptr()
+            if key not in found:
+                found[key] = {
+                    "bytes": int(storage.nbytes()),
+                    "shape": list(obj.shape),
+                    "dtype": str(obj.dtype).replace("torch.", ""),
+                    "device": str(obj.device),
+                    "requires_grad": bool(obj.requires_grad),
+                }
+    except Exception:  # noqa: BLE001 - the blocks and the summary stand without it
+        _swallowed(swallow, "walking live objects for CUDA tensors")
+    return sorted(found.values(), key=lambda t: -t["bytes"])[:LARGEST]

@@ -7,7 +7,8 @@ switch, which waits for a debugger forever and keeps nothing. The agent answers 
 env var, no code change) and puts its own `_post_mortem` in place, which
 
 1. records the exception, the traceback's frames with bounded reprs of their locals, the worker,
-   a GPU memory sample and the worker's last events, and sends the record to the broker;
+   a GPU memory sample (at a CUDA out-of-memory error also torch's memory summary and the
+   largest live allocations) and the worker's last events, and sends the record to the broker;
 2. if the broker says someone is watching, holds the worker for an attach, at most the hold
    time: an attached session stops at the raise frame with reason `exception`;
 3. returns, always, without raising: Ray then raises its usual RayTaskError in the caller.
@@ -179,6 +180,7 @@ def build_record(agent, exc_info) -> dict:
 
     t0 = time.perf_counter()
     exc_type, exc, tb = exc_info
+    cuda_memory = gpu.cuda_oom_evidence(exc, swallow)  # first: the reprs below may allocate
     frames = _raise_frames(exc, tb)
     entries = capture.frames_record(frames, locals_frames=LOCALS_FRAMES)
     try:
@@ -198,6 +200,7 @@ def build_record(agent, exc_info) -> dict:
         "identity": agent.identity(),
         **_task(),
         "gpu": gpu.sample(swallow),
+        "cuda_memory": cuda_memory,
         "events": _events(agent),
         "faulthandler": None,
     }

@@ -38,8 +38,10 @@ def valid_id(crash_id: str) -> bool:
 _HINTS: list[tuple[re.Pattern, str]] = [
     (
         re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED", re.I),
-        "CUDA ran out of memory on this worker: look at its GPU sample (peak vs total), lower the "
-        "batch size or free cached blocks (torch.cuda.empty_cache()), or give it a GPU of its own.",
+        "CUDA ran out of memory on this worker. Try a smaller micro-batch (gradient accumulation keeps "
+        "the effective batch), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when reserved is "
+        "far above allocated (fragmentation), activation checkpointing (torch.utils.checkpoint), "
+        "and look for tensors kept across steps (a loss summed without .item(), stored outputs).",
     ),
     (
         re.compile(r"Pickl|serializ|cloudpickle|Can't pickle|cannot pickle", re.I),
@@ -83,6 +85,10 @@ def hint_for(rec: CrashRecord, restarts: int = 0) -> str:
     )
     for pattern, hint in _HINTS:
         if pattern.search(text):
+            if rec.cuda_memory and pattern is _HINTS[0][0]:
+                hint += (
+                    " The record's cuda_memory has torch's memory summary and the largest live allocations."
+                )
             return hint
     if kind == "worker_died":
         return (

@@ -35,6 +35,9 @@ class CrashRecord:
     #: [{path, line, function, locals: {name: repr}}], innermost first.
     gpu: dict | None = None
     #: The last GPU sample of the worker (NVML), or None.
+    cuda_memory: dict | None = None
+    #: At a CUDA out-of-memory error: torch's memory_summary() text, the allocator's largest
+    #: live blocks and the largest CUDA tensors Python held (raysleuth/gpu.py), else None.
     faulthandler: str | None = None
     #: Python's faulthandler text of a native crash, or None.
     traceback: str | None = None
@@ -60,7 +63,7 @@ class CrashRecord:
 
     SUMMARY = ("id", "time", "kind", "exc_type", "message", "hint", "worker", "held_until")
     DETAIL = SUMMARY + (
-        "frames", "gpu", "faulthandler", "traceback", "chain", "events", "task", "task_id",
+        "frames", "gpu", "cuda_memory", "faulthandler", "traceback", "chain", "events", "task", "task_id",
         "exit_type", "exit_detail", "last_report", "capture_ms", "sources",
     )  # fmt: skip
 

@@ -36,14 +36,18 @@ STATS = ("mean", "std", "min", "max", "norm", "nan", "inf", "hash")
 # --- what a value is ---------------------------------------------------------------------------
 
 
+# type(), not isinstance(): isinstance reads `__class__`, which a proxy object may compute
+# (and warn on stderr about, as torch.distributed.reduce_op does).
+
+
 def _torch_tensor(value) -> bool:
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
+    return torch is not None and issubclass(type(value), torch.Tensor)
 
 
 def _numpy_array(value) -> bool:
     np = sys.modules.get("numpy")
-    return np is not None and isinstance(value, (np.ndarray, np.generic))
+    return np is not None and issubclass(type(value), (np.ndarray, np.generic))
 
 
 def is_tensor_like(value) -> bool:
@@ -179,6 +183,6 @@ def tensor_text(value) -> str | None:
     if _torch_tensor(value):
         return text_of(summary(value, with_hash=False))
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.ndarray):
+    if np is not None and issubclass(type(value), np.ndarray):
         return text_of(summary(value, with_hash=False), kind="ndarray")
     return None
