@@ -40,6 +40,7 @@ from raysleuth.broker.http_api import Services, make_app
 from raysleuth.broker.inbox import Inbox
 from raysleuth.broker.inspect import Inspections
 from raysleuth.broker.leases import LinkLeases
+from raysleuth.broker.oneport import serve_one_port
 from raysleuth.broker.points import PointService, PointSet
 from raysleuth.broker.postmortem import PostMortem
 from raysleuth.broker.relays import RelayPool
@@ -112,6 +113,7 @@ class Broker:
             "ray_address": self.ray_context.address_info.get("gcs_address") if self.ray_context else None,
             "dashboard": api.url if api else None,
             "dap": self.dap_address,
+            "dap_on_http": True,  # oneport.py: DAP sessions are welcome on the HTTP port too
             "links": len(self.leases),
             "state_api": {
                 "ok": self.table.state is not None and api is not None and api.last_error is None,
@@ -203,13 +205,13 @@ class Broker:
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        await site.start()
-        http_port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - port 0 means "pick one"
+        door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
+        # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
+        http_server = await serve_one_port(runner.server, door.handle, self.host, self.port)
+        http_port = http_server.sockets[0].getsockname()[1]
         self.http_url = f"http://{url_host(self.host)}:{http_port}"
         if warning := exposure_warning(self.host):
             log.warning("%s", warning)
-        door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
         dap_server = await asyncio.start_server(door.handle, self.host, self.dap_port)
         self.dap_address = f"{url_host(self.host)}:{dap_server.sockets[0].getsockname()[1]}"
 
@@ -238,6 +240,7 @@ class Broker:
         finally:
             log.info("%s stopping", self)
             remove_if_ours(broker_file)
+            http_server.close()
             await self._shutdown(runner, dap_server)
 
     async def _shutdown(self, runner, dap_server) -> None:
