@@ -34,6 +34,9 @@ export const Commands = {
   attachStackRank: "raySleuth.attachStackRank",
   captureStackHere: "raySleuth.captureStackHere",
   openStackFrame: "raySleuth.openStackFrame",
+  showWorkerOutput: "raySleuth.showWorkerOutput",
+  showWorkerErrors: "raySleuth.showWorkerErrors",
+  toggleAllStop: "raySleuth.toggleAllStop",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
   focusStacks: `${STACKS_VIEW_ID}.focus`,
@@ -48,6 +51,7 @@ export const Settings = {
   pathMappings: "pathMappings",
   clusterBreakpoints: "clusterBreakpoints",
   autoAttach: "autoAttach",
+  allStop: "allStop",
 } as const;
 
 /** The debug type in package.json's contributes.debuggers. */
@@ -59,6 +63,8 @@ export const ContextKeys = {
   connected: "raySleuth.connected",
   /** The broker's hang watch is on (the Stacks view's title shows the stop button). */
   watchingHangs: "raySleuth.watchingHangs",
+  /** The broker's all-stop per job is on. */
+  allStop: "raySleuth.allStop",
 } as const;
 
 /** Environment variable holding the broker token (as in the CLI). */

@@ -24,6 +24,8 @@ import { EvaluateService } from "./views/evaluatePanel";
 import { SnapshotService } from "./views/snapshotPanel";
 import { CrashesService } from "./views/crashesView";
 import { StacksService } from "./views/stacksView";
+import { WorkerLogsService } from "./views/workerLogsView";
+import { AllStopService } from "./cluster/allStop";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -46,6 +48,8 @@ export interface RaySleuthApi {
   logpoints: LogpointService;
   crashes: CrashesService;
   stacks: StacksService;
+  workerLogs: WorkerLogsService;
+  allStop: AllStopService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -73,6 +77,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const snapshots = new SnapshotService(connection, state);
   const crashes = new CrashesService(connection);
   const stacks = new StacksService(connection, state, (request) => snapshots.capture(request));
+  const workerLogs = new WorkerLogsService(connection, state);
+  const allStop = new AllStopService(connection);
 
   context.subscriptions.push(
     channel,
@@ -91,6 +97,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     snapshots,
     crashes,
     stacks,
+    workerLogs,
+    allStop,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
@@ -115,6 +123,9 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.attachStackRank, (target) => stacks.attachRank(target)),
     registerCommand(Commands.captureStackHere, (target) => stacks.captureHere(target)),
     registerCommand(Commands.openStackFrame, (target) => stacks.openFrame(target)),
+    registerCommand(Commands.showWorkerOutput, (target) => workerLogs.show(target, "out")),
+    registerCommand(Commands.showWorkerErrors, (target) => workerLogs.show(target, "err")),
+    registerCommand(Commands.toggleAllStop, () => allStop.toggle()),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
         connection.connect({ interactive: false }).catch((err: unknown) => swallow("Connecting when the Cluster view opened failed", err));
@@ -147,6 +158,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     logpoints,
     crashes,
     stacks,
+    workerLogs,
+    allStop,
     get brokerClient() {
       return connection.client;
     },

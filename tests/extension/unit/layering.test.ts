@@ -50,6 +50,7 @@ const PURE = [
   "breakpoints/logpointText",
   "breakpoints/rankScope",
   "views/html",
+  "views/logFollower",
   "views/resultTables",
   "views/stackTree",
 ];
