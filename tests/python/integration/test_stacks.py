@@ -18,6 +18,8 @@ import pytest
 import ray
 from helpers import FIXTURES, free_port, marker_line, wait_until
 
+from raysleuth.stackscmd import stream
+
 FIXTURE = FIXTURES / "hang_job.py"
 
 
@@ -196,6 +198,12 @@ def test_watch_raises_one_hang_for_a_stuck_job_and_none_for_one_that_progresses(
         assert mine[0]["samples"] == 5 and "hang_job.py" in mine[0]["text"]
         status = client.get("/v1/stacks/watch")
         assert status["cost_ms"] is not None and status["cost_ms"] < 5000 and status["error"] is None
+        samples = stream(client, events=("stacks",))  # what `raysleuth stacks --watch` reads
+        try:
+            event, data = next(samples)
+        finally:
+            samples.close()
+        assert event == "stacks" and {w["job_id"] for w in data["workers"]} >= set(jobs.values())
     finally:
         assert client.delete("/v1/stacks/watch")["on"] is False
         for p in drivers.values():
