@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 
+from raysleuth.broker import rayframes
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.targets import resolve_target
 from raysleuth.dap.channel import DapChannel
@@ -284,6 +285,8 @@ class DapSession:
             await self.respond(request, error=f"Ray Sleuth: the worker did not answer '{command}' in time.")
             return
         body = self.paths.map_message(resp.get("body") or {}, to_remote=False)
+        if resp.get("success", False):
+            body = rayframes.tidy(command, body)  # Ray's executor frames dimmed (issue #13)
         if kept is not None and resp.get("success", False):
             body = dict(body, breakpoints=merge_scoped(kept, body.get("breakpoints") or []))
         if resp.get("success", False):

@@ -89,8 +89,16 @@ describe("Crashes view against the demo's real broker", function () {
       // Live, not a replay: an expression no record stores is computed in the worker.
       const ev = (await live.customRequest("evaluate", { expression: "total * 10", frameId: trace.stackFrames[0].id, context: "repl" })) as { result: string };
       assert.strictEqual(ev.result, "60");
-      const info = (await live.customRequest("exceptionInfo", { threadId })) as { exceptionId: string };
+      const info = (await live.customRequest("exceptionInfo", { threadId })) as { exceptionId: string; details?: { stackTrace?: string } };
       assert.match(info.exceptionId, /ZeroDivisionError/);
+      // Issue #13, item 6: the exception widget names the exception, not "paused at: ray._raylet.execute_task",
+      // and Ray's executor frames are dimmed in the Call Stack and gone from the widget's traceback.
+      assert.doesNotMatch(info.exceptionId, /paused at/);
+      assert.doesNotMatch(info.details?.stackTrace ?? "", /site-packages\/ray\//);
+      const full = (await live.customRequest("stackTrace", { threadId })) as { stackFrames: { name: string; presentationHint?: string }[] };
+      const rays = full.stackFrames.filter((f) => /execute_task|actor_method_executor|_resume_span/.test(f.name));
+      assert.ok(rays.length > 0 && rays.every((f) => f.presentationHint === "subtle"), JSON.stringify(full.stackFrames.map((f) => [f.name, f.presentationHint])));
+      assert.strictEqual(full.stackFrames[0].presentationHint, undefined, "the raise frame stays normal");
 
       // Issue #13, item 2: the broker now lists the worker as paused at the raise line. Auto-attach
       // must not take it for a pause of its own: no second session (the "being debugged by another
