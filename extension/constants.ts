@@ -37,6 +37,9 @@ export const Commands = {
   showWorkerOutput: "raySleuth.showWorkerOutput",
   showWorkerErrors: "raySleuth.showWorkerErrors",
   toggleAllStop: "raySleuth.toggleAllStop",
+  connectRemote: "raySleuth.connectRemote",
+  runDoctor: "raySleuth.runDoctor",
+  openWalkthrough: "raySleuth.openWalkthrough",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
   focusStacks: `${STACKS_VIEW_ID}.focus`,
@@ -72,3 +75,5 @@ export const TOKEN_ENV = "RAYSLEUTH_TOKEN";
 /** The broker writes this file into its state dir once it is ready. */
 export const BROKER_FILE = "broker.json";
 export const DEFAULT_STATE_DIR = "~/.raysleuth";
+/** contributes.walkthroughs id, as "<publisher>.<name>#<id>" for workbench.action.openWalkthrough. */
+export const WALKTHROUGH_ID = `${EXTENSION_ID}#raySleuth.gettingStarted`;

@@ -1,9 +1,9 @@
 // Entry point: builds the extension's objects, wires them together and pushes
 // them to the context. No logic here. activate() must never wait on the broker.
 import * as vscode from "vscode";
-import { Commands, DEBUG_TYPE, WORKERS_VIEW_ID } from "./constants";
+import { Commands, DEBUG_TYPE, WALKTHROUGH_ID, WORKERS_VIEW_ID } from "./constants";
 import { createLog, log, swallow } from "./common/log";
-import { registerCommand, createTreeView } from "./common/vscodeapi";
+import { registerCommand, createTreeView, withProgress } from "./common/vscodeapi";
 import { BrokerClient } from "./broker/brokerClient";
 import { BrokerConnectionService } from "./broker/brokerConnection";
 import { ClusterState } from "./cluster/clusterState";
@@ -24,6 +24,8 @@ import { EvaluateService } from "./views/evaluatePanel";
 import { SnapshotService } from "./views/snapshotPanel";
 import { CrashesService } from "./views/crashesView";
 import { StacksService } from "./views/stacksView";
+import { DoctorService } from "./views/doctorView";
+import { RemoteConnectArgs, RemoteConnectService } from "./broker/remoteConnect";
 import { WorkerLogsService } from "./views/workerLogsView";
 import { AllStopService } from "./cluster/allStop";
 
@@ -50,6 +52,8 @@ export interface RaySleuthApi {
   stacks: StacksService;
   workerLogs: WorkerLogsService;
   allStop: AllStopService;
+  remote: RemoteConnectService;
+  doctor: DoctorService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -79,6 +83,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const stacks = new StacksService(connection, state, (request) => snapshots.capture(request));
   const workerLogs = new WorkerLogsService(connection, state);
   const allStop = new AllStopService(connection);
+  const remote = new RemoteConnectService(connection);
+  const doctor = new DoctorService(connection);
 
   context.subscriptions.push(
     channel,
@@ -99,12 +105,13 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     stacks,
     workerLogs,
     allStop,
+    doctor,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
     registerCommand(Commands.attachWorker, (target) => sessions.attachWorker(target as AttachTarget)),
     registerCommand(Commands.attachAllPaused, () => sessions.attachAllPaused()),
-    registerCommand(Commands.connect, () => connection.connect({ interactive: true })),
+    registerCommand(Commands.connect, () => withProgress("Ray Sleuth: connecting to the broker…", () => connection.connect({ interactive: true }))),
     registerCommand(Commands.refresh, () => connection.refresh()),
     registerCommand(Commands.startLocalBroker, () => connection.startLocalBroker()),
     registerCommand(Commands.showLog, () => log.show()),
@@ -126,6 +133,9 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.showWorkerOutput, (target) => workerLogs.show(target, "out")),
     registerCommand(Commands.showWorkerErrors, (target) => workerLogs.show(target, "err")),
     registerCommand(Commands.toggleAllStop, () => allStop.toggle()),
+    registerCommand(Commands.connectRemote, (args) => remote.command(args as RemoteConnectArgs | undefined)),
+    registerCommand(Commands.runDoctor, () => doctor.run()),
+    registerCommand(Commands.openWalkthrough, () => vscode.commands.executeCommand("workbench.action.openWalkthrough", WALKTHROUGH_ID, false)),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
         connection.connect({ interactive: false }).catch((err: unknown) => swallow("Connecting when the Cluster view opened failed", err));
@@ -160,6 +170,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     stacks,
     workerLogs,
     allStop,
+    remote,
+    doctor,
     get brokerClient() {
       return connection.client;
     },

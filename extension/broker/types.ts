@@ -92,6 +92,8 @@ export interface BrokerReadyInfo {
 export interface BrokerStatus {
   /** The DAP front door, "HOST:PORT". */
   dap: string;
+  /** The HTTP port takes DAP sessions too (one tunnelled port reaches a remote broker). */
+  dap_on_http?: boolean;
 }
 
 /** The body of every broker error response. */

@@ -6,6 +6,7 @@ import { Commands, DEBUG_TYPE, Settings } from "../constants";
 import { log } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import type { BrokerAccess } from "../broker/brokerConnection";
+import { dapAddressFor } from "../broker/remoteAddress";
 import { ClusterState } from "../cluster/clusterState";
 import { hasTarget, mergePathMappings, parseDapAddress, sessionKey, sessionName, SleuthAttachConfig, targetWorker } from "./attachConfig";
 import { WorkerSessionService } from "./workerSessions";
@@ -64,8 +65,9 @@ export class SleuthDebugConfigurationProvider implements vscode.DebugConfigurati
     }
     try {
       const status = await client.getStatus();
-      parseDapAddress(status.dap);
-      config.__raySleuthDap = status.dap;
+      const dap = dapAddressFor(client.url, status);
+      parseDapAddress(dap);
+      config.__raySleuthDap = dap;
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: cannot find the broker's debug port: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
