@@ -168,12 +168,14 @@ class DapSession:
         if held is not None:
             args["worker"] = held.id
             return False
-        self.replay = Replay(rec)
+        live = any(w.id == rec.worker_id and w.state != "exited" for w in self.door.table.workers())
+        self.replay = Replay(rec, worker_live=live)
         self.paths = PathMapper(list(args.get("pathMappings") or []))
         await self.respond(request)
         await self.output(
-            f"Ray Sleuth: crash {crash_id} ({self.replay.description()[:200]}) — the worker is gone; "
-            "this is a read-only replay of the stored stack and locals."
+            f"Ray Sleuth: crash {crash_id} ({self.replay.description()[:200]}) — "
+            + ("the worker ran on after it; " if live else "the worker is gone; ")
+            + "this is a read-only replay of the stored stack and locals."
         )
         await self.event("initialized")
         return True

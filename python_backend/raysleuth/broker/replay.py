@@ -16,11 +16,19 @@ LOCALS_BASE = 1000
 """variablesReference of frame i's locals: LOCALS_BASE + i."""
 
 GONE = "the process has exited; only stored values can be shown"
+RAN_ON = (
+    "the worker runs on (it was not held for an attach, or its hold ran out), so this is the crash's "
+    "stored record; only stored values can be shown"
+)
+"""Said instead of GONE when the crashed worker is still alive (an actor lives on after a failed
+method call; issue #13)."""
 
 
 class Replay:
-    def __init__(self, record: CrashRecord) -> None:
+    def __init__(self, record: CrashRecord, worker_live: bool = False) -> None:
         self.rec = record
+        self.why = RAN_ON if worker_live else GONE
+        """Why only stored values can be shown: the worker is gone, or it ran on."""
         self.frames: list[dict] = list(record.frames)
         self.sources: dict[str, str] = dict(record.sources)
         self._source_refs: dict[int, str] = {}
@@ -114,7 +122,7 @@ class Replay:
             local = (self.frames[i].get("locals") or {}) if 0 <= i < len(self.frames) else {}
             if expr in local:
                 return {"result": str(local[expr]), "variablesReference": 0}, None
-            return None, f"Ray Sleuth: {GONE} (stored locals of this frame: {', '.join(local) or 'none'})"
+            return None, f"Ray Sleuth: {self.why} (stored locals of this frame: {', '.join(local) or 'none'})"
         if command == "setBreakpoints":
             bps = args.get("breakpoints") or []
             return {
@@ -128,5 +136,5 @@ class Replay:
         if command in ("loadedSources",):
             return {"sources": [self._source(p) for p in self.sources]}, None
         return None, (
-            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.id}: {GONE}."
+            f"Ray Sleuth: '{command}' cannot run in a read-only replay of crash {self.rec.id}: {self.why}."
         )

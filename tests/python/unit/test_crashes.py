@@ -95,6 +95,9 @@ def test_replay_serves_the_stored_stack_and_refuses_to_run(tmp_path):
     assert body is None and "process has exited" in err
     body, err = r.answer("next", {"threadId": 1})
     assert body is None and "read-only" in err
+    # A worker that lives on (an actor after a failed call) is not said to be gone (issue #13).
+    body, err = Replay(rec, worker_live=True).answer("evaluate", {"expression": "x + 1", "frameId": 1})
+    assert body is None and "runs on" in err and "exited" not in err
     assert r.answer("exceptionInfo", {"threadId": 1})[0]["exceptionId"] == "ValueError"
     body, err = r.answer("scopes", {"frameId": 99})
     assert body is None and err
