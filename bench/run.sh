@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a benchmark on Python 3.11 (.venv) and, when pyenv has it, on 3.12 (.venv312).
-# Usage: bench/run.sh agent_overhead
+# Usage: bench/run.sh NAME     one benchmark (bench/NAME.py)
+#        bench/run.sh all      every benchmark, then bench/RESULTS.md from their JSON lines
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 name="${1:-agent_overhead}"
@@ -16,6 +17,21 @@ if [ -x "$py312" ] || command -v python3.12 >/dev/null 2>&1; then
   "$ROOT/.venv312/bin/python" -c "import raysleuth" 2>/dev/null \
     || "$ROOT/.venv312/bin/python" -m pip install -q -e "$ROOT/python_backend"
   pythons+=("$ROOT/.venv312/bin/python")
+fi
+if [ "$name" = all ]; then
+  mkdir -p "$ROOT/bench/results"
+  out="$ROOT/bench/results/all-$(date +%Y%m%d-%H%M%S).jsonl"
+  for script in "$ROOT"/bench/*.py; do
+    b="$(basename "$script" .py)"
+    case "$b" in _*|results) continue ;; esac
+    for py in "${pythons[@]}"; do
+      echo "=== $b on $py" >&2
+      # One benchmark failing (or needing what this Python lacks) must not stop the others.
+      "$py" "$script" | tee -a "$out" || echo "{\"bench\": \"$b\", \"python\": \"$("$py" -c 'import platform; print(platform.python_version())')\", \"error\": \"exit $?\", \"ok\": false}" >> "$out"
+    done
+  done
+  "${pythons[0]}" "$ROOT/bench/results.py" "$out" "$ROOT/bench/RESULTS.md"
+  exit 0
 fi
 for py in "${pythons[@]}"; do
   "$py" "$ROOT/bench/$name.py"

@@ -149,13 +149,13 @@ class PointClient:
         self.points = points
 
     def breakpoints(self):
-        return [p.to_json(0) for p in self.points.breakpoints()]
+        return [dict(p.to_json(0), pending=0) for p in self.points.breakpoints()]
 
     def set_breakpoints(self, path, bps, root=None, owner=None):
         _, owner, mine = self.points.put_file(
             {"path": path, "breakpoints": bps, "root": root, "owner": owner}
         )
-        return {"breakpoints": [p.to_json(0) for p in mine]}
+        return {"breakpoints": [dict(p.to_json(0), pending=0) for p in mine]}  # no worker to wait for
 
     def delete(self, path):
         owner = path.partition("owner=")[2] or None
