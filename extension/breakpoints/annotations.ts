@@ -2,7 +2,8 @@
 // points as "  ⟵ ranks 0,2 · armed on 2", points other owners set (the
 // terminal, an HTTP client, another window) as "  ⟵ set from the terminal:
 // [rank 0] step > 1 · armed on 2", and the hover. Pure text, no vscode import.
-import type { ClusterBreakpoint } from "../broker/types";
+import type { ArmedOn, ClusterBreakpoint } from "../broker/types";
+import { formatRanks } from "../common/ranks";
 
 export interface LineAnnotation {
   /** 1-based. */
@@ -12,7 +13,29 @@ export interface LineAnnotation {
 }
 
 /** The fields of a cluster breakpoint the texts use. */
-export type AnnotatedPoint = Pick<ClusterBreakpoint, "line" | "condition" | "hitCondition" | "logMessage" | "scope" | "armed" | "owner">;
+export type AnnotatedPoint = Pick<ClusterBreakpoint, "line" | "condition" | "hitCondition" | "logMessage" | "scope" | "armed" | "owner" | "armed_on" | "pending">;
+
+/**
+ * Which workers have a point armed, in a few words: "rank 0", "ranks 0,2-3",
+ * "ranks 0-1 + 1 unranked", "none"; a broker without armed_on: the count.
+ */
+export function armedLabel(bp: { armed: number; armed_on?: ArmedOn[] }): string {
+  if (!bp.armed_on) {
+    return String(bp.armed);
+  }
+  const ranks = bp.armed_on.map((a) => a.rank).filter((r): r is number => typeof r === "number");
+  const unranked = bp.armed_on.length - ranks.length;
+  const parts = [
+    ranks.length ? `rank${ranks.length > 1 ? "s" : ""} ${formatRanks(ranks)}` : "",
+    unranked ? `${unranked} unranked` : "",
+  ].filter(Boolean);
+  return parts.length ? parts.join(" + ") : "none";
+}
+
+/** The hover's list of armed workers: "rank 0 (pid 4242), pid 4250". */
+function armedWorkers(armedOn: readonly ArmedOn[]): string {
+  return armedOn.map((a) => (typeof a.rank === "number" ? `rank ${a.rank} (pid ${a.pid ?? "?"})` : `pid ${a.pid ?? "?"}`)).join(", ");
+}
 
 /** True for a point this owner set; a broker older than owners names none, and then every point is the editor's. */
 export function isOwnedBy(bp: Pick<ClusterBreakpoint, "owner">, owner: string): boolean {
@@ -51,8 +74,8 @@ export function scopeLabel(scope: string | null | undefined): string {
 }
 
 /** What a cluster breakpoint's line shows after its text, e.g. "  ⟵ ranks 0,2 · armed on 2". */
-export function breakpointLineText(bp: { scope: string | null; armed: number }): string {
-  return `  ⟵ ${scopeLabel(bp.scope)} · armed on ${bp.armed}`;
+export function breakpointLineText(bp: { scope: string | null; armed: number; armed_on?: ArmedOn[] }): string {
+  return `  ⟵ ${scopeLabel(bp.scope)} · armed on ${armedLabel(bp)}`;
 }
 
 const MAX_SUMMARY = 60;
@@ -66,7 +89,7 @@ export function pointSummary(bp: Pick<AnnotatedPoint, "condition" | "logMessage"
 
 /** What a line shows for a point another owner set, e.g. "  ⟵ set from the terminal: [rank 0] step > 1 · armed on 2". */
 export function foreignLineText(bp: AnnotatedPoint): string {
-  return `  ⟵ set from ${ownerLabel(bp.owner)}: ${pointSummary(bp)} · armed on ${bp.armed}`;
+  return `  ⟵ set from ${ownerLabel(bp.owner)}: ${pointSummary(bp)} · armed on ${armedLabel(bp)}`;
 }
 
 /** The hover's markdown for the cluster breakpoints of one line. */
@@ -79,6 +102,8 @@ export function hoverText(bps: readonly AnnotatedPoint[], owner: string): string
         bp.condition ? `condition: \`${bp.condition}\`` : "",
         bp.hitCondition ? `hit count: \`${bp.hitCondition}\`` : "",
         bp.logMessage ? `logs: \`${bp.logMessage}\`` : "",
+        bp.armed_on?.length ? `armed on: ${armedWorkers(bp.armed_on)}` : "",
+        bp.pending ? `not taken yet by ${bp.pending} live worker${bp.pending === 1 ? "" : "s"} (they take it within a second)` : "",
       ];
       return rows.filter(Boolean).join("  \n");
     })
@@ -100,7 +125,10 @@ export function lineAnnotations(bps: readonly AnnotatedPoint[], owner: string): 
       if (mine.length === 1) {
         texts.push(breakpointLineText(mine[0]));
       } else if (mine.length > 1) {
-        texts.push(breakpointLineText({ scope: mine.map((b) => b.scope ?? "all").join("; "), armed: Math.max(...mine.map((b) => b.armed)) }));
+        // Several points on one line: the workers that have any of them armed.
+        const byWorker = new Map(mine.flatMap((b) => b.armed_on ?? []).map((a) => [a.worker, a]));
+        const armedOn = mine.every((b) => b.armed_on) ? [...byWorker.values()] : undefined;
+        texts.push(breakpointLineText({ scope: mine.map((b) => b.scope ?? "all").join("; "), armed: Math.max(...mine.map((b) => b.armed)), armed_on: armedOn }));
       }
       texts.push(...others.map(foreignLineText));
       return { line, text: texts.join(""), hover: hoverText([...mine, ...others], owner) };

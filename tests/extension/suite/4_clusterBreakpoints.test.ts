@@ -186,7 +186,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
     try {
       await vscode.window.showTextDocument(vscode.Uri.file(file));
       await putCli([{ line: 3, condition: "[rank 0] c > 0" }]);
-      const shown = /^ {2}⟵ set from the terminal: \[rank 0\] c > 0 · armed on \d+$/;
+      const shown = /^ {2}⟵ set from the terminal: \[rank 0\] c > 0 · armed on (\d+|ranks? [\d,-]+( \+ \d+ unranked)?|\d+ unranked|none)$/;
       await waitFor("the terminal's point annotated at line 3", () => api.decorations.annotations(file).find((a) => a.line === 3 && shown.test(a.text)), 15_000);
 
       vscode.debug.addBreakpoints([editorBp]);
@@ -201,7 +201,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
         "each point keeps its owner",
       );
       assert.match(api.mirror.owner, /^vscode:\S+$/);
-      await waitFor("the editor's own point annotated as before", () => api.decorations.annotations(file).find((a) => a.line === 1 && /^ {2}⟵ rank 1 · armed on \d+$/.test(a.text)), 10_000);
+      await waitFor("the editor's own point annotated as before", () => api.decorations.annotations(file).find((a) => a.line === 1 && /^ {2}⟵ rank 1 · armed on (\d+|ranks? [\d,-]+( \+ \d+ unranked)?|\d+ unranked|none)$/.test(a.text)), 10_000);
       assert.ok(await cliLine(), "adding an editor breakpoint kept the terminal's point");
 
       vscode.debug.removeBreakpoints([editorBp]);
@@ -243,7 +243,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
 
       const mirrored = await waitFor("the cluster set to hold [rank 3] x > 1 at line 2", async () => (await clusterSet(file)).find((b) => b.line === 2 && b.condition === "[rank 3] x > 1"), 15_000);
       assert.strictEqual(mirrored.scope, "rank 3");
-      await waitFor("the line's annotation", () => api.decorations.annotations(file).find((a) => a.line === 2 && /^ {2}⟵ rank 3 · armed on \d+$/.test(a.text)), 10_000);
+      await waitFor("the line's annotation", () => api.decorations.annotations(file).find((a) => a.line === 2 && /^ {2}⟵ rank 3 · armed on (\d+|ranks? [\d,-]+( \+ \d+ unranked)?|\d+ unranked|none)$/.test(a.text)), 10_000);
 
       const plain = api.rankBreakpoints.setRanksAt(uri, 1, []);
       assert.strictEqual(plain.condition, "x > 1", "no ranks picked: no scope");
@@ -304,7 +304,7 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       const inSet = await waitFor("GET /v1/breakpoints to list [rank 1] at the marker line", async () => (await clusterSet(fixture)).find((b) => b.line === line), 15_000);
       assert.strictEqual(inSet.condition, "[rank 1]");
       assert.strictEqual(inSet.scope, "rank 1");
-      await waitFor("the marker line's annotation", () => api.decorations.annotations(fixture).find((a) => a.line === line && /^ {2}⟵ rank 1 · armed on \d+$/.test(a.text)), 10_000);
+      await waitFor("the marker line's annotation", () => api.decorations.annotations(fixture).find((a) => a.line === line && /^ {2}⟵ rank 1 · armed on (\d+|ranks? [\d,-]+( \+ \d+ unranked)?|\d+ unranked|none)$/.test(a.text)), 10_000);
 
       const startedBefore = started.length;
       run = runFixture();

@@ -1,7 +1,7 @@
 // What a line with cluster breakpoints shows: this window's points as before,
 // every other owner's as "set from the terminal: …", on made-up points (plain mocha).
 import * as assert from "assert";
-import { AnnotatedPoint, foreignLineText, hoverText, isOwnedBy, lineAnnotations, ownerLabel } from "../../../extension/breakpoints/annotations";
+import { AnnotatedPoint, armedLabel, breakpointLineText, foreignLineText, hoverText, isOwnedBy, lineAnnotations, ownerLabel } from "../../../extension/breakpoints/annotations";
 
 const ME = "vscode:abc";
 
@@ -45,5 +45,22 @@ describe("Breakpoint annotations by owner", () => {
     );
     assert.match(lines[0].hover, /set from the terminal; edit it there/);
     assert.doesNotMatch(hoverText([mine], ME), /set from/);
+  });
+
+  it('says which ranks armed a point: "[rank 0]" armed on rank 0, not "armed on 2" (issue #13, item 7)', () => {
+    const armed_on = [
+      { worker: "w0", rank: 0, pid: 4240 },
+      { worker: "w9", rank: null, pid: 4299 },
+    ];
+    const bp = point({ condition: "[rank 0]", scope: "rank 0", armed: 2, armed_on, pending: 1 });
+    assert.strictEqual(breakpointLineText(bp), "  ⟵ rank 0 · armed on rank 0 + 1 unranked");
+    assert.strictEqual(armedLabel({ armed: 3, armed_on: [0, 2, 3].map((r) => ({ worker: `w${r}`, rank: r, pid: r })) }), "ranks 0,2-3");
+    assert.strictEqual(armedLabel({ armed: 0, armed_on: [] }), "none");
+    assert.strictEqual(armedLabel({ armed: 2 }), "2", "a broker without armed_on: the count");
+    const hover = hoverText([bp], ME);
+    assert.match(hover, /armed on: rank 0 \(pid 4240\), pid 4299/);
+    assert.match(hover, /not taken yet by 1 live worker/);
+    const two = lineAnnotations([bp, point({ condition: "[rank 3]", scope: "rank 3", armed: 1, armed_on: [{ worker: "w3", rank: 3, pid: 4243 }] })], ME);
+    assert.strictEqual(two[0].text, "  ⟵ rank 0 · rank 3 · armed on ranks 0,3 + 1 unranked");
   });
 });
