@@ -7,9 +7,19 @@ Pure `ast` work over one document (target: a 5,000-line file in well under 200 m
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 from dataclasses import dataclass, field
 
-from raysleuth.lsp.remotes import RemoteDef, find_remote_defs, is_task_call, remote_aliases
+from raysleuth.lsp.remotes import (
+    RemoteDef,
+    find_remote_defs,
+    handed_to_remote,
+    is_task_call,
+    iter_statements,
+    own_exprs,
+    remote_aliases,
+)
 from raysleuth.lsp.source import Edit, Source, Span, dotted
 
 LEFTOVER = "leftover-breakpoint"
@@ -28,6 +38,7 @@ DEBUGGER_CALLS = {
 DEBUGGER_MODULES = {"pdb", "ipdb", "debugpy", "ray.util.pdb"}
 """`import pdb; pdb.set_trace()`: an import of these on the same line goes with the call."""
 ARRAY_MODULES = {"np", "numpy", "torch", "pd", "pandas", "jnp", "jax", "cupy", "tf", "scipy", "pa", "pyarrow"}
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)
 READERS = {"read", "read_bytes", "read_text", "load", "loads", "read_csv", "read_parquet", "read_json"}
 
 
@@ -59,90 +70,174 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
 
 
+HOT_WORDS = ("ray.get", "remote(", "breakpoint", "set_trace")
+"""A finding needs one of these on its statement's lines: other statements are never walked
+below the statement level, which keeps a 5,000-line file near the cost of its parse."""
+
+
 def analyze(text: str, workspace_names: frozenset[str] = frozenset()) -> Analysis | None:
     """Remote defs and findings of `text`; None when it does not parse (mid-typing)."""
+    part = parse_part(text)
+    if part is None:
+        return None
+    return check_part(part, part.aliases, frozenset(part.here) | workspace_names, part.module_large)
+
+
+@dataclass
+class Part:
+    """A parsed module, or one top-level chunk of it (lsp/incremental.py), with what the other
+    chunks need to know of it."""
+
+    tree: ast.Module
+    src: Source
+    aliases: frozenset[str]
+    #: Names meaning ray.remote here (`from ray import remote`).
+    here: frozenset[str]
+    #: Names this part hands to ray.remote(...).
+    module_large: frozenset[str]
+    #: Module-level names bound to something that looks large (an array, a comprehension...).
+
+
+def parse_part(text: str) -> Part | None:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
     src = Source(text)
-    defs = find_remote_defs(tree, src, workspace_names)
-    checker = _Checker(src, remote_aliases(tree), {d.name_span.line + 1 for d in defs}, tree)
-    checker.visit(tree)
+    aliases = remote_aliases(tree)
+    calls = HotLines(src.lines, ("remote(",))
+    here: set[str] = set()
+    for stmt in iter_statements(tree.body):
+        if calls.any(stmt.lineno, stmt.end_lineno):
+            for e in own_exprs(stmt):
+                here |= handed_to_remote(e, aliases)
+    large = frozenset(n for n, v in _bindings(tree).items() if _looks_large(v))
+    return Part(tree, src, aliases, frozenset(here), large)
+
+
+def check_part(
+    part: Part, aliases: frozenset[str], remote_names: frozenset[str], module_large: frozenset[str]
+) -> Analysis:
+    """Findings of one part, given what the whole module says: its ray.remote aliases, the
+    names handed to ray.remote (workspace included) and its large module-level names."""
+    defs = find_remote_defs(part.tree, part.src, remote_names, remote_names, aliases)
+    hot = HotLines(part.src.lines, HOT_WORDS)
+    checker = _Checker(part.src, hot, {d.name_span.line + 1 for d in defs}, part.tree, module_large)
+    checker.run(part.tree.body)
     return Analysis(defs, sorted(checker.findings, key=lambda f: (f.span.line, f.span.col)))
+
+
+class HotLines:
+    """The 1-based numbers of the lines that contain one of `words`, for range queries."""
+
+    def __init__(self, lines: list[str], words: tuple[str, ...]) -> None:
+        self.numbers = [i for i, line in enumerate(lines, 1) if any(w in line for w in words)]
+
+    def any(self, first: int, last: int) -> bool:
+        i = bisect.bisect_left(self.numbers, first)
+        return i < len(self.numbers) and self.numbers[i] <= last
 
 
 class _Loop:
     """A loop being visited: its statement (where a fix inserts before), the names it binds and
-    the names it assigns from task calls."""
+    the names it assigns from task calls (both computed only when a rule asks)."""
 
     def __init__(self, node: ast.AST, anchor: ast.stmt) -> None:
         self.node = node
         self.anchor = anchor
-        self.bound = {
-            n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-        self.refs = _names_from_tasks(node)
         self.reported: set[str] = set()
+
+    @functools.cached_property
+    def bound(self) -> set[str]:
+        return {n.id for n in ast.walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    @functools.cached_property
+    def refs(self) -> set[str]:
+        return _names_from_tasks(self.node)
 
 
 class _Checker(ast.NodeVisitor):
+    """Walks statements, keeping the context (remote code? which loops? which scope?), and goes
+    into the expressions of the hot ones only."""
+
     def __init__(
-        self, src: Source, aliases: frozenset[str], remote_lines: set[int], tree: ast.Module
+        self,
+        src: Source,
+        hot: HotLines,
+        remote_lines: set[int],
+        tree: ast.Module,
+        module_large: frozenset[str],
     ) -> None:
         self.src = src
-        self.aliases = aliases
+        self.module_large = module_large
+        self.hot = hot
         self.remote_lines = remote_lines
         self.findings: list[Finding] = []
         self.in_remote = False
-        self.remote_fn_refs: set[str] | None = None
-        """Names the innermost remote function assigns from task calls; None outside one."""
+        self.remote_fn: ast.AST | None = None
+        """The innermost remote function (not an actor method) being visited."""
         self.loops: list[_Loop] = []
         self.stmts: list[ast.stmt] = []
-        self.scopes: list[dict[str, ast.AST]] = [_bindings(tree)]
-        self.parents: dict[int, list[ast.stmt]] | None = None
-        self.tree = tree
+        self.scopes: list[ast.AST] = [tree]
+        self.parents: dict[int, list[ast.stmt]] = {}
+        self._cache: dict[tuple[str, int], object] = {}
 
-    # --- scopes -------------------------------------------------------------------------------
+    # --- statements ---------------------------------------------------------------------------
+
+    def run(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.parents[id(stmt)] = body
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self._visit_def(stmt)
+                continue
+            self.stmts.append(stmt)
+            header = _header(stmt)
+            if header is not None:  # a compound statement: its header's expressions, then its blocks
+                if header and self.hot.any(stmt.lineno, max(e.end_lineno for e in header)):
+                    for e in header:
+                        self.visit(e)
+                if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+                    self.loops.append(_Loop(stmt, stmt))
+                    self.run(stmt.body)
+                    self.loops.pop()
+                    self.run(stmt.orelse)
+                else:
+                    for block in _blocks(stmt):
+                        self.run(block)
+            elif self.hot.any(stmt.lineno, stmt.end_lineno):
+                self.visit(stmt)
+            self.stmts.pop()
 
     def _visit_def(self, node) -> None:
         remote = node.lineno in self.remote_lines
-        saved = self.in_remote, self.remote_fn_refs, self.loops
+        saved = self.in_remote, self.remote_fn, self.loops
         self.in_remote = self.in_remote or remote
         if remote and not isinstance(node, ast.ClassDef):
-            self.remote_fn_refs = _names_from_tasks(node)
+            self.remote_fn = node
         elif isinstance(node, ast.ClassDef):
-            self.remote_fn_refs = None  # an actor's methods hold their worker anyway
+            self.remote_fn = None  # an actor's methods hold their worker anyway
         self.loops = []
-        self.scopes.append(_bindings(node))
-        self.generic_visit(node)
+        self.scopes.append(node)
+        self.run(node.body)
         self.scopes.pop()
-        self.in_remote, self.remote_fn_refs, self.loops = saved
+        self.in_remote, self.remote_fn, self.loops = saved
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _visit_def
+    def _cached(self, kind: str, node: ast.AST, make):
+        key = (kind, id(node))
+        if key not in self._cache:
+            self._cache[key] = make(node)
+        return self._cache[key]
 
-    def generic_visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.stmt):
-            self.stmts.append(node)
-            super().generic_visit(node)
-            self.stmts.pop()
-        else:
-            super().generic_visit(node)
+    def _remote_fn_refs(self) -> set[str] | None:
+        """Names the innermost remote function assigns from task calls; None outside one."""
+        return None if self.remote_fn is None else self._cached("refs", self.remote_fn, _names_from_tasks)
 
-    def _visit_loop(self, node) -> None:
-        self.stmts.append(node)
-        if isinstance(node, ast.While):
-            self.visit(node.test)
-        else:
-            self.visit(node.target)
-            self.visit(node.iter)  # evaluated once, outside the loop
-        self.loops.append(_Loop(node, node))
-        for child in node.body + node.orelse:
-            self.visit(child)
-        self.loops.pop()
-        self.stmts.pop()
+    # --- expressions of a hot statement -------------------------------------------------------
 
-    visit_For = visit_AsyncFor = visit_While = _visit_loop
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        saved, self.loops = self.loops, []  # a lambda's body runs when called, not per pass
+        self.generic_visit(node)
+        self.loops = saved
 
     def _visit_comprehension(self, node) -> None:
         gens = node.generators
@@ -210,7 +305,7 @@ class _Checker(ast.NodeVisitor):
                     fix=self._get_in_comprehension_fix(call),
                 )
             )
-        elif self.remote_fn_refs is not None and (tasks or _names_in(arg) & self.remote_fn_refs):
+        elif (refs := self._remote_fn_refs()) is not None and (tasks or _names_in(arg) & refs):
             self.findings.append(
                 Finding(
                     GET_SIBLINGS,
@@ -223,7 +318,7 @@ class _Checker(ast.NodeVisitor):
 
     def _by_value(self, call: ast.Call) -> None:
         for arg in list(call.args) + [k.value for k in call.keywords]:
-            if not isinstance(arg, ast.Name) or not _looks_large(self._binding(arg.id)):
+            if not isinstance(arg, ast.Name) or not self._large(arg.id):
                 continue
             loop = next((lp for lp in self.loops if arg.id not in lp.bound), None)
             if loop is None or arg.id in loop.reported:
@@ -239,11 +334,15 @@ class _Checker(ast.NodeVisitor):
                 )
             )
 
-    def _binding(self, name: str) -> ast.AST | None:
+    def _large(self, name: str) -> bool:
+        """Whether `name`, where it is used, is bound to something that looks large."""
         for scope in reversed(self.scopes):
-            if name in scope:
-                return scope[name]
-        return None
+            if isinstance(scope, ast.Module):
+                return name in self.module_large
+            bindings = self._cached("bindings", scope, _bindings)
+            if name in bindings:
+                return _looks_large(bindings[name])
+        return False
 
     # --- fixes --------------------------------------------------------------------------------
 
@@ -270,18 +369,10 @@ class _Checker(ast.NodeVisitor):
             edit, bp = Edit(span, ""), line - (last - first + 1)
         else:  # the block's last statement: keep the block valid, stop at the same line
             edit, bp = Edit(span, f"{self.src.indent_of(first)}pass\n"), first
-        title = f"Remove {what} and set a cluster breakpoint at line {bp}"
+        title = f"Remove {what} and set a cluster breakpoint on its line instead"
         return Fix(title, (edit,), breakpoint_line=bp)
 
     def _parent_body(self, stmt: ast.stmt) -> list[ast.stmt]:
-        if self.parents is None:
-            self.parents = {}
-            for node in ast.walk(self.tree):
-                for fname in ("body", "orelse", "finalbody"):
-                    seq = getattr(node, fname, None)
-                    if isinstance(seq, list):
-                        for s in seq:
-                            self.parents[id(s)] = seq
         return self.parents.get(id(stmt), [stmt])
 
     def _get_in_comprehension_fix(self, call: ast.Call) -> Fix | None:
@@ -307,6 +398,28 @@ class _Checker(ast.NodeVisitor):
                     if isinstance(arg, ast.Name) and arg.id == name:
                         edits.append(Edit(self.src.span(arg), ref))
         return Fix(f"Put {name} in the object store once (ray.put) and pass {ref}", tuple(edits))
+
+
+def _header(stmt: ast.stmt) -> list[ast.expr] | None:
+    """The expressions a compound statement evaluates itself; None for a simple statement."""
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        return [stmt.target, stmt.iter]
+    if isinstance(stmt, ast.While | ast.If):
+        return [stmt.test]
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return [i.context_expr for i in stmt.items]
+    if isinstance(stmt, ast.Match):
+        return [stmt.subject]
+    if isinstance(stmt, ast.Try | _TRY_STAR):
+        return []
+    return None
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if getattr(stmt, f, None)]
+    out += [h.body for h in getattr(stmt, "handlers", ())]
+    out += [c.body for c in getattr(stmt, "cases", ())]
+    return out
 
 
 def _bindings(scope: ast.AST) -> dict[str, ast.AST]:

@@ -85,12 +85,22 @@ def handed_to_remote(tree: ast.AST, remote_names: frozenset[str] = frozenset()) 
     return out
 
 
-def find_remote_defs(tree: ast.Module, src: Source, workspace_names: frozenset[str] = frozenset()) -> list:
-    """Every remote function and actor class defined in this module, in source order."""
-    aliases = remote_aliases(tree)
-    here = handed_to_remote(tree, aliases)
+def find_remote_defs(
+    tree: ast.Module,
+    src: Source,
+    workspace_names: frozenset[str] = frozenset(),
+    here: frozenset[str] | None = None,
+    aliases: frozenset[str] | None = None,
+) -> list:
+    """Every remote function and actor class defined in this module, in source order. `here`
+    and `aliases`: the names the module hands to ray.remote and its names for ray.remote, when
+    the caller knows them (a chunk of a module does not see the rest)."""
+    if aliases is None:
+        aliases = remote_aliases(tree)
+    if here is None:
+        here = frozenset(handed_to_remote(tree, aliases))
     out: list[RemoteDef] = []
-    for node in ast.walk(tree):
+    for node in iter_statements(tree.body):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         if any(is_ray_remote(d, aliases) for d in node.decorator_list):
@@ -103,6 +113,26 @@ def find_remote_defs(tree: ast.Module, src: Source, workspace_names: frozenset[s
             continue
         out.append(_remote_def(node, src, how))
     return sorted(out, key=lambda d: (d.span.line, d.span.col))
+
+
+def iter_statements(body: list[ast.stmt]):
+    """Every statement under `body`, nested blocks included, in source order; no expressions."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        blocks += [c.body for c in getattr(stmt, "cases", ())]
+        for block in reversed(blocks):
+            stack.extend(reversed(block))
+
+
+def own_exprs(stmt: ast.stmt) -> list[ast.AST]:
+    """The expressions of `stmt` itself, without its nested statements."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return list(stmt.decorator_list) + list(getattr(stmt, "bases", ()))
+    return [c for c in ast.iter_child_nodes(stmt) if not isinstance(c, ast.stmt | ast.excepthandler)]
 
 
 def _remote_def(node, src: Source, how: str) -> RemoteDef:

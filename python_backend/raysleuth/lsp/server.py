@@ -16,7 +16,8 @@ from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from raysleuth.lsp.checks import Analysis, Finding, analyze
+from raysleuth.lsp.checks import Analysis, Finding
+from raysleuth.lsp.incremental import IncrementalAnalyzer
 from raysleuth.lsp.live import BrokerOptions, LiveCluster
 from raysleuth.lsp.points import breakpoint_findings
 from raysleuth.lsp.remotes import RemoteDef, scan_workspace
@@ -47,6 +48,8 @@ class Document:
     source: Source = field(default_factory=lambda: Source(""))
     editor_breakpoints: list[dict] = field(default_factory=list)
     published: list[Finding] = field(default_factory=list)
+    analyzer: IncrementalAnalyzer = field(default_factory=IncrementalAnalyzer)
+    #: Keeps each top-level chunk's parse and findings: an edit re-checks only its chunk.
 
 
 class SleuthLanguageService:
@@ -63,7 +66,7 @@ class SleuthLanguageService:
 
     def update(self, uri: str, text: str) -> None:
         doc = self.docs.setdefault(uri, Document())
-        analysis = analyze(text, self.workspace_names)
+        analysis = doc.analyzer.analyze(text, self.workspace_names)
         if analysis is not None:
             doc.analysis, doc.source = analysis, Source(text)
         self.publish(uri)

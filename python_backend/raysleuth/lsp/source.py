@@ -77,7 +77,7 @@ class Source:
 
     def whole_lines(self, first: int, last: int) -> Span:
         """Lines `first`..`last` (1-based, inclusive) with their line breaks."""
-        if last < len(self.lines):
+        if self.lines[last - 1].endswith(("\n", "\r")):
             return Span(first - 1, 0, last, 0)
         return Span(first - 1, 0, last - 1, len(self.line_text(last).encode("utf-16-le")) // 2)
 
