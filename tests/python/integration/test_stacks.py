@@ -152,6 +152,23 @@ def test_a_worker_without_the_agent_is_dumped_by_py_spy_or_says_why_not(client):
         ray.kill(a)
 
 
+def test_a_worker_wedged_in_c_holding_the_gil_is_read_by_py_spy_after_its_agent_times_out(client):
+    a = ray.remote(num_cpus=0)(hang_job.Wedged).remote()
+    try:
+        pid = ray.get(a.pid.remote(), timeout=60)
+        wid = worker_id(client, pid)
+        a.wedge.remote(40)
+        if (probe := _probe_pyspy(pid)) is not None:
+            pytest.skip(f"py-spy cannot read processes here: {probe}")
+        ok = lambda r: at(_main(r), "wedged") and r["workers"][0]["source"] == "py-spy"  # noqa: E731
+        res = wait_for_stacks(client, ok, 30, "py-spy's stack of the wedged worker", workers=wid, timeout=3)
+        [row] = res["workers"]
+        assert row["source"] == "py-spy" and row["error"] is None
+        assert 1500 <= res["elapsed_ms"] < 3500  # half the deadline for the agent, then py-spy
+    finally:
+        ray.kill(a)
+
+
 def _main(res: dict) -> list[dict]:
     """The main thread's frames of the only row (py-spy lists threads in its own order)."""
     rows = res["workers"]
