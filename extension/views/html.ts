@@ -25,6 +25,15 @@ th { background: var(--vscode-editorWidget-background); }
 td.differs { background: var(--vscode-diffEditor-insertedTextBackground, #fc06); outline: 1px solid var(--vscode-editorWarning-foreground, #c90); }
 td.error { color: var(--vscode-errorForeground); }
 td.missing { color: var(--vscode-disabledForeground); }
+.wide { overflow-x: auto; }
+.cards { display: none; }
+.card { border: 1px solid var(--vscode-panel-border, #8884); margin: 6px 0; padding: 4px 8px; }
+.card h3 { font-size: 1em; margin: 0 0 4px; }
+.card div { font-family: var(--vscode-editor-font-family); overflow-wrap: anywhere; }
+.card .differs { background: var(--vscode-diffEditor-insertedTextBackground, #fc06); }
+.card .name { color: var(--vscode-descriptionForeground); }
+/* A narrow editor: one card per capture (name: value lines) instead of a wide table. */
+@media (max-width: 640px) { .wide { display: none; } .cards { display: block; } }
 `;
 
 export function page(title: string, body: string): string {
@@ -59,11 +68,12 @@ function timeText(t: number | string): string {
   return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(11, 23);
 }
 
-/** The panel's HTML for one snapshot point. */
-export function snapshotHtml(title: string, table: SnapshotTable): string {
-  const meta = table.rows.length
-    ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks`
-    : "Waiting for a worker to pass the line…";
+/** The panel's HTML for one snapshot point; `note` says how it captures (e.g. that it is one-shot). */
+export function snapshotHtml(title: string, table: SnapshotTable, note = ""): string {
+  const meta =
+    (table.rows.length
+      ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks (object addresses do not count)`
+      : "Waiting for a worker to pass the line…") + (note ? ` · ${note}` : "");
   const head = `<tr><th>rank</th><th>worker</th><th>time</th><th>where</th>${table.columns.map((c) => `<th>${escapeHtml(c)}</th>`).join("")}</tr>`;
   const body = table.rows
     .map(
@@ -73,5 +83,21 @@ export function snapshotHtml(title: string, table: SnapshotTable): string {
         `</tr>`,
     )
     .join("\n");
-  return page(title, `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div><table><thead>${head}</thead><tbody>${body}</tbody></table>`);
+  const cards = table.rows
+    .map((r) => {
+      const who = `${r.rank === null ? "no rank" : `rank ${r.rank}`} · ${timeText(r.time)} · ${r.where}`;
+      const lines = table.columns.map((c, j) => {
+        const v = r.cells[j];
+        const cls = [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])];
+        const shown = v === undefined ? "—" : v.length > 300 ? `${v.slice(0, 300)}…` : v;
+        return `<div${cls.length ? ` class="${cls.join(" ")}"` : ""} title="${escapeHtml(v ?? "")}"><span class="name">${escapeHtml(c)}:</span> ${escapeHtml(shown)}</div>`;
+      });
+      return `<div class="card"><h3>${escapeHtml(who)}</h3>${lines.join("")}</div>`;
+    })
+    .join("\n");
+  return page(
+    title,
+    `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div>` +
+      `<div class="wide"><table><thead>${head}</thead><tbody>${body}</tbody></table></div><div class="cards">${cards}</div>`,
+  );
 }

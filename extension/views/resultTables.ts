@@ -10,7 +10,7 @@ import { EvaluateResult, SnapshotRow } from "../broker/types";
  */
 export function divergentCells(values: readonly (string | undefined)[]): boolean[] {
   const MISSING = "\u0000missing";
-  const keys = values.map((v) => v ?? MISSING);
+  const keys = values.map((v) => (v === undefined ? MISSING : comparableValue(v)));
   const counts = new Map<string, number>();
   for (const k of keys) {
     counts.set(k, (counts.get(k) ?? 0) + 1);
@@ -24,6 +24,15 @@ export function divergentCells(values: readonly (string | undefined)[]): boolean
     return keys.map(() => true);
   }
   return keys.map((k) => k !== leaders[0]);
+}
+
+/**
+ * A repr as compared across ranks: object addresses ("<Trainer object at
+ * 0x7f3a...>") differ in every process and say nothing, so they do not count
+ * (issue #13: `self` was always flagged).
+ */
+export function comparableValue(repr: string): string {
+  return repr.replace(/ at 0x[0-9a-fA-F]+/g, " at 0x…");
 }
 
 function compareRank(a: number | null, b: number | null): number {
@@ -74,9 +83,21 @@ function baseName(p: string): string {
   return p.split(/[\\/]/).pop() ?? p;
 }
 
-/** Rank × variable over the innermost frame of each capture, rows by rank then time. */
-export function snapshotTable(rows: readonly SnapshotRow[]): SnapshotTable {
-  const sorted = [...rows].sort((a, b) => compareRank(a.rank, b.rank) || timeValue(a.time) - timeValue(b.time) || a.worker.localeCompare(b.worker));
+/**
+ * Rank × variable over the innermost frame of each capture, rows by rank then time.
+ * `perWorker`: the point's count, captures per worker; later rows of a worker beyond it are
+ * not shown (a one-shot capture shows one row per worker, and its count stops there).
+ */
+export function snapshotTable(rows: readonly SnapshotRow[], perWorker?: number): SnapshotTable {
+  let sorted = [...rows].sort((a, b) => compareRank(a.rank, b.rank) || timeValue(a.time) - timeValue(b.time) || a.worker.localeCompare(b.worker));
+  if (perWorker !== undefined) {
+    const seen = new Map<string, number>();
+    sorted = sorted.filter((r) => {
+      const n = (seen.get(r.worker) ?? 0) + 1;
+      seen.set(r.worker, n);
+      return n <= perWorker;
+    });
+  }
   const columns: string[] = [];
   for (const r of sorted) {
     for (const name of Object.keys(r.frames[0]?.locals ?? {})) {

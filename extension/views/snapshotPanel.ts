@@ -29,14 +29,23 @@ export class SnapshotView implements vscode.Disposable {
   constructor(
     readonly id: string,
     readonly title: string,
+    /** Captures per worker (the point's count): 1 is one-shot. */
+    readonly count = 1,
   ) {}
+
+  /** How the point captures, in the panel's words. */
+  get note(): string {
+    const workers = new Set(this.table.rows.map((r) => r.worker)).size;
+    const each = this.count === 1 ? "One-shot: each worker captures once" : `Each worker captures ${this.count} times`;
+    return `${each} (${workers} worker${workers === 1 ? "" : "s"} so far); close this view to remove the point`;
+  }
 
   get rows(): SnapshotRow[] {
     return [...this.rowsByKey.values()];
   }
 
   get table(): SnapshotTable {
-    return snapshotTable(this.rows);
+    return snapshotTable(this.rows, this.count);
   }
 
   add(rows: readonly SnapshotRow[]): void {
@@ -72,7 +81,7 @@ export class SnapshotView implements vscode.Disposable {
 
   private render(): void {
     if (this.panel) {
-      this.panel.webview.html = snapshotHtml(`Snapshot ${this.title}`, this.table);
+      this.panel.webview.html = snapshotHtml(`Snapshot ${this.title}`, this.table, this.note);
     }
   }
 
@@ -130,7 +139,7 @@ export class SnapshotService implements vscode.Disposable {
       return undefined;
     }
     const ranks = request.ranks?.length ? `rank ${formatRanks(request.ranks)}` : "all ranks";
-    const view = new SnapshotView(id, `${path.basename(request.path)}:${request.line} · ${ranks}`);
+    const view = new SnapshotView(id, `${path.basename(request.path)}:${request.line} · ${ranks}`, request.count ?? 1);
     this.views.set(id, view);
     this.startPolling();
     // Closing the panel ends the snapshot point: the workers stop capturing there.

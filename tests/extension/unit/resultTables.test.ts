@@ -3,7 +3,7 @@
 import * as assert from "assert";
 import { SnapshotRow } from "../../../extension/broker/types";
 import { divergentCells, evaluateRows, snapshotTable } from "../../../extension/views/resultTables";
-import { evaluateHtml } from "../../../extension/views/html";
+import { evaluateHtml, snapshotHtml } from "../../../extension/views/html";
 
 describe("Cross-rank result tables", () => {
   it("marks the cells that are not the majority's value, none when all agree, all on a tie", () => {
@@ -56,5 +56,33 @@ describe("Cross-rank result tables", () => {
     assert.deepStrictEqual(table.rows.map((r) => r.cells), [["5", "10", undefined], ["5", "10", "x"], ["5", "1010", undefined], ["5", "10", undefined]]);
     assert.deepStrictEqual(table.rows.map((r) => r.differs), [[false, false, false], [false, false, true], [false, true, false], [false, false, false]]);
     assert.strictEqual(table.rows[0].where, "run (bp_job.py:29)");
+  });
+
+  it("does not flag `self` because object addresses differ between processes (issue #13, item 7)", () => {
+    const self = (addr: string) => `<bp_job.Worker object at 0x${addr}>`;
+    assert.deepStrictEqual(divergentCells([self("7f3a10"), self("7f9b22"), self("7c0001")]), [false, false, false]);
+    assert.deepStrictEqual(divergentCells([self("7f3a10"), "<bp_job.Other object at 0x7f3a10>", self("7c0001")]), [false, true, false]);
+  });
+
+  it("keeps a one-shot capture at one row per worker, and says so", () => {
+    const row = (worker: string, time: number): SnapshotRow => ({ rank: 0, worker, time, frames: [{ path: "/src/a.py", line: 3, function: "f", locals: { x: String(time) } }] });
+    const table = snapshotTable([row("w0", 2), row("w0", 1), row("w1", 3)], 1);
+    assert.deepStrictEqual(table.rows.map((r) => [r.worker, r.time]), [["w0", 1], ["w1", 3]], "the first capture of each worker");
+    const html = snapshotHtml("Snapshot a.py:3", table, "One-shot: each worker captures once");
+    assert.match(html, /One-shot: each worker captures once/);
+  });
+
+  it("lays a snapshot out as cards in a narrow editor", () => {
+    const rows: SnapshotRow[] = [0, 1].map((rank) => ({
+      rank,
+      worker: `w${rank}`,
+      time: 1,
+      frames: [{ path: "/src/a.py", line: 3, function: "f", locals: { a_long_variable_name: "x".repeat(80), step: String(rank) } }],
+    }));
+    const html = snapshotHtml("Snapshot a.py:3", snapshotTable(rows));
+    assert.match(html, /@media \(max-width: 640px\) \{ \.wide \{ display: none; \} \.cards \{ display: block; \} \}/);
+    assert.strictEqual((html.match(/<div class="card">/g) ?? []).length, 2, "one card per capture");
+    assert.match(html, /<h3>rank 1 · [^<]* · f \(a\.py:3\)<\/h3>/);
+    assert.match(html, /<div class="differs" title="1"><span class="name">step:<\/span> 1<\/div>|<div class="differs" title="0">/);
   });
 });
