@@ -30,9 +30,18 @@ function byRank(a: WorkerInfo, b: WorkerInfo): number {
   return (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid;
 }
 
+/**
+ * How long after a crash's hold a "paused" state with no place is still the hold's tail: Ray's
+ * State API counts the held thread as paused (worker_paused_by_debugger) and the broker's next
+ * State API sample comes seconds after the hold ended.
+ */
+export const HOLD_TAIL_S = 15;
+
 export class PauseTracker {
   /** Pauses already looked at: attached, or a session was open then. Only the current pauses are kept. */
   private readonly seen = new Set<string>();
+  /** Worker id → until when (epoch s) a pause with no place is the tail of a crash's hold. */
+  private readonly holds = new Map<string, number>();
 
   get size(): number {
     return this.seen.size;
@@ -43,7 +52,17 @@ export class PauseTracker {
    * from here on. `hasSession` says whether a worker has a session in this
    * window; `on` is raySleuth.autoAttach (off: nothing is opened, nothing is marked).
    */
-  take(workers: readonly WorkerInfo[], hasSession: (workerId: string) => boolean, on: boolean): WorkerInfo[] {
+  take(workers: readonly WorkerInfo[], hasSession: (workerId: string) => boolean, on: boolean, now: number = Date.now() / 1000): WorkerInfo[] {
+    for (const w of workers) {
+      if (typeof w.held_until === "number" && w.held_until > 0) {
+        this.holds.set(w.id, Math.max(w.held_until, now) + HOLD_TAIL_S);
+      }
+    }
+    for (const [id, until] of this.holds) {
+      if (until < now) {
+        this.holds.delete(id);
+      }
+    }
     const paused = workers.filter((w) => w.state === "paused" && attachable(w));
     const current = new Set(paused.map(pauseKey));
     for (const key of this.seen) {
@@ -57,7 +76,8 @@ export class PauseTracker {
       if (this.seen.has(key)) {
         continue;
       }
-      if (hasSession(w.id) || isHeldCrash(w)) {
+      const holdTail = !w.paused_at && (this.holds.get(w.id) ?? 0) >= now;
+      if (hasSession(w.id) || isHeldCrash(w) || holdTail) {
         this.seen.add(key); // ending that session must not reopen one for the same pause
         continue;
       }

@@ -243,7 +243,10 @@ export class WorkerSessionService implements vscode.Disposable {
     }
     log.info(`Debug session "${s.name}" ended`);
     const parent = this.parent;
-    if (parent && s.parentSession?.id === parent.id && ![...this.sessions.values()].some((c) => c.parentSession?.id === parent.id) && this.starting.size === 0) {
+    // A session whose attach failed ends while its start is still counted: it is not "another one starting".
+    const endedKey = sessionKey(s.configuration as SleuthAttachConfig);
+    const othersStarting = [...this.starting.keys()].some((k) => k !== endedKey);
+    if (parent && s.parentSession?.id === parent.id && ![...this.sessions.values()].some((c) => c.parentSession?.id === parent.id) && !othersStarting) {
       // The last worker session under the parent ended: the container goes too.
       this.parent = undefined;
       void vscode.debug.stopDebugging(parent).then(undefined, (e: unknown) => swallow("Stopping the Ray cluster session failed", e));
