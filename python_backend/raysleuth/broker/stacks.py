@@ -32,6 +32,8 @@ AGENT_SHARE = 0.5
 """Share of the deadline an agent gets before its worker is read by py-spy instead (an agent
 answers in milliseconds unless its interpreter is wedged in C code holding the GIL)."""
 
+GIL_HINT = "it may hold the GIL in C."
+
 MIN_PYSPY_S = 0.2
 """py-spy is not started with less time than this left: the row says the deadline passed."""
 
@@ -219,6 +221,9 @@ class StacksService:
                 ans = await self._ask_pyspy(w, native, left)
                 if ans.get("threads"):
                     row.update(source="py-spy", threads=ans["threads"])
+                    if w.agent and not native:  # its agent was asked first and did not answer
+                        said = why[-1].removeprefix("agent: ")
+                        row["hint"] = f"Read by py-spy: its agent gave no stacks ({said}); {GIL_HINT}"
                     return row, []
                 why.append(f"py-spy: {ans.get('error') or 'no threads in its dump'}")
                 hint = ans.get("hint") or hint

@@ -95,6 +95,14 @@ async def test_an_agent_that_fails_falls_back_to_py_spy_and_nothing_is_invented_
     assert "no stack: agent: did not answer" in res["text"]
 
 
+async def test_a_silent_agent_falls_back_to_py_spy_and_the_row_says_the_agent_was_silent():
+    spy = {"threads": answer(LOOP)["threads"]}
+    svc, _, _, _ = service(ranked(1), lambda wid, c: {"ok": False, "error": "x"}, pyspy=lambda *a: spy)
+    [row] = (await svc.take(StacksQuery()))["workers"]
+    assert row["source"] == "py-spy" and row["error"] is None
+    assert row["hint"] == "Read by py-spy: its agent gave no stacks (x); it may hold the GIL in C."
+
+
 async def test_a_relay_that_cannot_start_is_the_reason_given():
     ws = [worker("w0", rank=0, task="t", agent=False)]
     svc, _, _, _ = service(ws, relays=FakeRelays(fail=RuntimeError("node is dead")))
