@@ -11,6 +11,16 @@ import bisect
 import functools
 from dataclasses import dataclass, field
 
+from raysleuth.lsp.patterns import (
+    blocks,
+    debugger_import,
+    detached,
+    looks_large,
+    names_from_tasks,
+    names_in,
+    scope_bindings,
+    statement_header,
+)
 from raysleuth.lsp.remotes import (
     RemoteDef,
     find_remote_defs,
@@ -35,11 +45,6 @@ DEBUGGER_CALLS = {
     "ray.util.pdb.set_trace": "ray.util.pdb.set_trace()",
     "debugpy.breakpoint": "debugpy.breakpoint()",
 }
-DEBUGGER_MODULES = {"pdb", "ipdb", "debugpy", "ray.util.pdb"}
-"""`import pdb; pdb.set_trace()`: an import of these on the same line goes with the call."""
-ARRAY_MODULES = {"np", "numpy", "torch", "pd", "pandas", "jnp", "jax", "cupy", "tf", "scipy", "pa", "pyarrow"}
-_TRY_STAR = getattr(ast, "TryStar", ast.Try)
-READERS = {"read", "read_bytes", "read_text", "load", "loads", "read_csv", "read_parquet", "read_json"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ def parse_part(text: str) -> Part | None:
         if calls.any(stmt.lineno, stmt.end_lineno):
             for e in own_exprs(stmt):
                 here |= handed_to_remote(e, aliases)
-    large = frozenset(n for n, v in _bindings(tree).items() if _looks_large(v))
+    large = frozenset(n for n, v in scope_bindings(tree).items() if looks_large(v))
     return Part(tree, src, aliases, frozenset(here), large)
 
 
@@ -153,7 +158,7 @@ class _Loop:
 
     @functools.cached_property
     def refs(self) -> set[str]:
-        return _names_from_tasks(self.node)
+        return names_from_tasks(self.node)
 
 
 class _Checker(ast.NodeVisitor):
@@ -191,7 +196,7 @@ class _Checker(ast.NodeVisitor):
                 self._visit_def(stmt)
                 continue
             self.stmts.append(stmt)
-            header = _header(stmt)
+            header = statement_header(stmt)
             if header is not None:  # a compound statement: its header's expressions, then its blocks
                 if header and self.hot.any(stmt.lineno, max(e.end_lineno for e in header)):
                     for e in header:
@@ -202,7 +207,7 @@ class _Checker(ast.NodeVisitor):
                     self.loops.pop()
                     self.run(stmt.orelse)
                 else:
-                    for block in _blocks(stmt):
+                    for block in blocks(stmt):
                         self.run(block)
             elif self.hot.any(stmt.lineno, stmt.end_lineno):
                 self.visit(stmt)
@@ -230,7 +235,7 @@ class _Checker(ast.NodeVisitor):
 
     def _remote_fn_refs(self) -> set[str] | None:
         """Names the innermost remote function assigns from task calls; None outside one."""
-        return None if self.remote_fn is None else self._cached("refs", self.remote_fn, _names_from_tasks)
+        return None if self.remote_fn is None else self._cached("refs", self.remote_fn, names_from_tasks)
 
     # --- expressions of a hot statement -------------------------------------------------------
 
@@ -259,7 +264,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Expr(self, node: ast.Expr) -> None:
         call = node.value
-        if is_task_call(call) and not _detached(call):
+        if is_task_call(call) and not detached(call):
             self.findings.append(
                 Finding(
                     UNUSED_RESULT,
@@ -295,7 +300,7 @@ class _Checker(ast.NodeVisitor):
     def _ray_get(self, call: ast.Call) -> None:
         arg = call.args[0]
         tasks = any(is_task_call(n) for n in ast.walk(arg))
-        if self.loops and (tasks or _names_in(arg) & self.loops[-1].refs):
+        if self.loops and (tasks or names_in(arg) & self.loops[-1].refs):
             self.findings.append(
                 Finding(
                     GET_IN_LOOP,
@@ -305,7 +310,7 @@ class _Checker(ast.NodeVisitor):
                     fix=self._get_in_comprehension_fix(call),
                 )
             )
-        elif (refs := self._remote_fn_refs()) is not None and (tasks or _names_in(arg) & refs):
+        elif (refs := self._remote_fn_refs()) is not None and (tasks or names_in(arg) & refs):
             self.findings.append(
                 Finding(
                     GET_SIBLINGS,
@@ -339,9 +344,9 @@ class _Checker(ast.NodeVisitor):
         for scope in reversed(self.scopes):
             if isinstance(scope, ast.Module):
                 return name in self.module_large
-            bindings = self._cached("bindings", scope, _bindings)
+            bindings = self._cached("bindings", scope, scope_bindings)
             if name in bindings:
-                return _looks_large(bindings[name])
+                return looks_large(bindings[name])
         return False
 
     # --- fixes --------------------------------------------------------------------------------
@@ -353,7 +358,7 @@ class _Checker(ast.NodeVisitor):
         body = self._parent_body(stmt)
         first, last = stmt.lineno, stmt.end_lineno
         on_lines = [s for s in body if s.lineno <= last and s.end_lineno >= first]
-        if any(s is not stmt and not _debugger_import(s) for s in on_lines):
+        if any(s is not stmt and not debugger_import(s) for s in on_lines):
             return None
         first, last = min(s.lineno for s in on_lines), max(s.end_lineno for s in on_lines)
         head = self.src.line_text(first)[: on_lines[0].col_offset]
@@ -398,107 +403,3 @@ class _Checker(ast.NodeVisitor):
                     if isinstance(arg, ast.Name) and arg.id == name:
                         edits.append(Edit(self.src.span(arg), ref))
         return Fix(f"Put {name} in the object store once (ray.put) and pass {ref}", tuple(edits))
-
-
-def _header(stmt: ast.stmt) -> list[ast.expr] | None:
-    """The expressions a compound statement evaluates itself; None for a simple statement."""
-    if isinstance(stmt, ast.For | ast.AsyncFor):
-        return [stmt.target, stmt.iter]
-    if isinstance(stmt, ast.While | ast.If):
-        return [stmt.test]
-    if isinstance(stmt, ast.With | ast.AsyncWith):
-        return [i.context_expr for i in stmt.items]
-    if isinstance(stmt, ast.Match):
-        return [stmt.subject]
-    if isinstance(stmt, ast.Try | _TRY_STAR):
-        return []
-    return None
-
-
-def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if getattr(stmt, f, None)]
-    out += [h.body for h in getattr(stmt, "handlers", ())]
-    out += [c.body for c in getattr(stmt, "cases", ())]
-    return out
-
-
-def _bindings(scope: ast.AST) -> dict[str, ast.AST]:
-    """Name → the value last assigned to it directly in this scope (nested defs not entered)."""
-    out: dict[str, ast.AST] = {}
-    todo = list(getattr(scope, "body", []))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    out.setdefault(t.id, node.value)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            out.setdefault(node.target.id, node.value)
-        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
-    return out
-
-
-def _names_from_tasks(scope: ast.AST) -> set[str]:
-    """Names assigned (or appended to) from an expression that submits tasks, within `scope`."""
-    out = set()
-    for node in ast.walk(scope):
-        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value is not None:
-            if any(is_task_call(n) for n in ast.walk(node.value)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("append", "extend") and any(
-                is_task_call(n) for a in node.args for n in ast.walk(a)
-            ):
-                if isinstance(node.func.value, ast.Name):
-                    out.add(node.func.value.id)
-    return out
-
-
-def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _looks_large(value: ast.AST | None) -> bool:
-    """An expression that usually makes a big object: an array or frame, a comprehension, a
-    file's contents, a repeated list."""
-    if value is None:
-        return False
-    if isinstance(value, ast.ListComp | ast.DictComp | ast.SetComp):
-        return True
-    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
-        return isinstance(value.left, ast.List | ast.Tuple) or isinstance(value.right, ast.List | ast.Tuple)
-    if isinstance(value, ast.Constant) and isinstance(value.value, str | bytes):
-        return len(value.value) > 100_000
-    if not isinstance(value, ast.Call):
-        return False
-    name = dotted(value.func) or ""
-    if name == "ray.put":
-        return False
-    root = name.partition(".")[0]
-    if root in ARRAY_MODULES and "." in name:
-        return True
-    if name in ("bytes", "bytearray", "list") and value.args:
-        return True
-    return isinstance(value.func, ast.Attribute) and value.func.attr in READERS
-
-
-def _detached(call: ast.Call) -> bool:
-    """`A.options(name=..., lifetime="detached").remote()`: kept alive by name, on purpose."""
-    node = call.func.value
-    while isinstance(node, ast.Call | ast.Attribute):
-        if isinstance(node, ast.Call) and any(k.arg == "lifetime" for k in node.keywords):
-            return True
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return False
-
-
-def _debugger_import(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.Import):
-        return all(a.name in DEBUGGER_MODULES for a in stmt.names)
-    return (
-        isinstance(stmt, ast.ImportFrom)
-        and f"{stmt.module}" in ("ray.util",)
-        and all(a.name == "pdb" for a in stmt.names)
-    )
