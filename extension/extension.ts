@@ -63,7 +63,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   // Services first (client → connection → state → sessions → breakpoints), then the views on them.
   const connection = new BrokerConnectionService();
   const state = new ClusterState(connection);
-  const sessions = new WorkerSessionService(state);
+  const sessions = new WorkerSessionService(state, connection);
   const ensureConnected = async () => (await connection.ensureClient()) !== undefined;
   const configurationProvider = new SleuthDebugConfigurationProvider(connection, state, sessions);
   const owner = editorOwner(context.workspaceState);
@@ -107,7 +107,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     allStop,
     doctor,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
-    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory()),
+    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory(() => sessions.newClusterAdapter())),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
     registerCommand(Commands.attachWorker, (target) => sessions.attachWorker(target as AttachTarget)),
     registerCommand(Commands.attachAllPaused, () => sessions.attachAllPaused()),

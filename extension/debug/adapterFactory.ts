@@ -6,10 +6,15 @@ import { SleuthAttachConfig, parseDapAddress } from "./attachConfig";
 import { ClusterSessionAdapter } from "./clusterSessionAdapter";
 
 export class SleuthDebugAdapterFactory implements vscode.DebugAdapterDescriptorFactory {
+  constructor(
+    /** Makes the parent session's adapter (the worker sessions' service keeps it up to date). */
+    private readonly clusterAdapter: () => ClusterSessionAdapter = () => new ClusterSessionAdapter(),
+  ) {}
+
   createDebugAdapterDescriptor(session: vscode.DebugSession): vscode.DebugAdapterDescriptor {
     const config = session.configuration as SleuthAttachConfig;
     if (config.cluster) {
-      return new vscode.DebugAdapterInlineImplementation(new ClusterSessionAdapter());
+      return new vscode.DebugAdapterInlineImplementation(this.clusterAdapter());
     }
     if (typeof config.__raySleuthDap !== "string") {
       throw new Error("Ray Sleuth: this session has no broker DAP address. Connect to the broker (Ray Sleuth: Connect to Broker) and start it again.");

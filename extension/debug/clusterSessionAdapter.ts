@@ -1,20 +1,64 @@
 // The in-process debug adapter of the one "Ray cluster" parent session: a
 // container the worker sessions hang under in the Call Stack view. It debugs
 // nothing and never talks to the broker; it must never fail a request it knows.
+// Its one thread stands for the worker sessions: stopped while every one of
+// them is paused (so the parent does not say Running; issue #13), and its
+// Continue / Pause act on all of them through the actions it was given.
 // No vscode import: @vscode/debugadapter's DebugSession speaks the protocol.
-import { DebugSession, Response, TerminatedEvent } from "@vscode/debugadapter";
+import { ContinuedEvent, DebugSession, Response, StoppedEvent, TerminatedEvent } from "@vscode/debugadapter";
 import type { DebugProtocol } from "@vscode/debugprotocol";
 
 /** The requests this session answers; any other one needs a worker session. */
 const KNOWN = new Set(["initialize", "attach", "launch", "configurationDone", "threads", "terminate", "disconnect"]);
+/** Answered when the session was given group actions. */
+const GROUP = new Set(["stackTrace", "continue", "pause"]);
+
+/** The thread that stands for the worker sessions. */
+export const GROUP_THREAD_ID = 1;
+
+/** What Continue and Pause on the parent do: act on every worker session under it. */
+export interface ClusterGroupActions {
+  continueAll(): Promise<void>;
+  pauseAll(): Promise<void>;
+}
 
 export class ClusterSessionAdapter extends DebugSession {
+  private children = 0;
+  private paused = 0;
+  private stopped = false;
+
+  constructor(private readonly group?: ClusterGroupActions) {
+    super();
+  }
+
   toString(): string {
-    return "ClusterSessionAdapter";
+    return `ClusterSessionAdapter[${this.paused}/${this.children} paused]`;
+  }
+
+  /** The worker sessions under the parent now, and how many of them are paused. */
+  setChildren(count: number, paused: number): void {
+    this.children = count;
+    this.paused = paused;
+    const all = count > 0 && paused === count;
+    if (all && !this.stopped) {
+      this.stopped = true;
+      const e = new StoppedEvent("pause", GROUP_THREAD_ID) as DebugProtocol.StoppedEvent;
+      e.body.description = `all ${count} worker session${count === 1 ? "" : "s"} paused`;
+      e.body.allThreadsStopped = true;
+      e.body.preserveFocusHint = true; // the worker's frame keeps the editor
+      this.sendEvent(e);
+    } else if (!all && this.stopped) {
+      this.stopped = false;
+      this.sendEvent(new ContinuedEvent(GROUP_THREAD_ID, true));
+    }
+  }
+
+  private get threadName(): string {
+    return `${this.children} worker session${this.children === 1 ? "" : "s"}, ${this.paused} paused`;
   }
 
   protected dispatchRequest(request: DebugProtocol.Request): void {
-    if (KNOWN.has(request.command)) {
+    if (KNOWN.has(request.command) || (this.group && GROUP.has(request.command))) {
       super.dispatchRequest(request);
       return;
     }
@@ -32,8 +76,33 @@ export class ClusterSessionAdapter extends DebugSession {
   }
 
   protected threadsRequest(response: DebugProtocol.ThreadsResponse): void {
-    response.body = { threads: [] };
+    response.body = { threads: this.children ? [{ id: GROUP_THREAD_ID, name: this.threadName }] : [] };
     this.sendResponse(response);
+  }
+
+  protected stackTraceRequest(response: DebugProtocol.StackTraceResponse): void {
+    response.body = { stackFrames: [], totalFrames: 0 }; // the frames are in the worker sessions
+    this.sendResponse(response);
+  }
+
+  protected continueRequest(response: DebugProtocol.ContinueResponse): void {
+    response.body = { allThreadsContinued: true };
+    this.act(response, (g) => g.continueAll());
+  }
+
+  protected pauseRequest(response: DebugProtocol.PauseResponse): void {
+    this.act(response, (g) => g.pauseAll());
+  }
+
+  private act(response: DebugProtocol.Response, action: (g: ClusterGroupActions) => Promise<void>): void {
+    const group = this.group;
+    if (!group) {
+      return;
+    }
+    action(group).then(
+      () => this.sendResponse(response),
+      (err: unknown) => this.sendErrorResponse(response, 1, `Ray Sleuth: ${err instanceof Error ? err.message : String(err)}`),
+    );
   }
 
   protected terminateRequest(response: DebugProtocol.TerminateResponse, _args: DebugProtocol.TerminateArguments): void {

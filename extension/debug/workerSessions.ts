@@ -8,7 +8,9 @@ import * as vsapi from "../common/vscodeapi";
 import { WorkerInfo } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
 import { attachable } from "../cluster/workerGrouping";
+import type { BrokerAccess } from "../broker/brokerConnection";
 import { sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
+import { ClusterSessionAdapter } from "./clusterSessionAdapter";
 
 /** A Cluster view element as a command gets it (the view's own type stays with the view). */
 export interface TreeElement {
@@ -27,12 +29,56 @@ export class WorkerSessionService implements vscode.Disposable {
   private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
   private readonly disposables: vscode.Disposable[] = [];
 
-  constructor(private readonly state: ClusterState) {
+  /** The parent session's in-process adapter, while it runs. */
+  private clusterAdapter: ClusterSessionAdapter | undefined;
+
+  constructor(
+    private readonly state: ClusterState,
+    /** For Continue / Pause on the parent session: all its worker sessions at once. */
+    private readonly broker?: BrokerAccess,
+  ) {
     this.disposables.push(
       this.started,
       vscode.debug.onDidStartDebugSession((s) => this.sessionStarted(s)),
       vscode.debug.onDidTerminateDebugSession((s) => this.sessionEnded(s)),
+      state.onDidChange(() => this.updateParent()),
     );
+  }
+
+  /** The adapter for the "Ray cluster" parent session (the adapter factory asks). */
+  newClusterAdapter(): ClusterSessionAdapter {
+    const adapter = new ClusterSessionAdapter({
+      continueAll: () => this.actOnChildren("continue"),
+      pauseAll: () => this.actOnChildren("pause"),
+    });
+    this.clusterAdapter = adapter;
+    setTimeout(() => this.updateParent(), 0); // once VS Code has the adapter
+    return adapter;
+  }
+
+  /** Worker ids of the sessions under the parent. */
+  private childWorkers(): string[] {
+    const parent = this.parent;
+    return [...this.sessions]
+      .filter(([key, s]) => key.startsWith("worker:") && (!parent || s.parentSession?.id === parent.id))
+      .map(([key]) => key.slice("worker:".length));
+  }
+
+  /** The parent shows Paused while every worker session under it is paused (issue #13, item 5). */
+  private updateParent(): void {
+    const ids = this.childWorkers();
+    const paused = ids.filter((id) => this.state.workers.find((w) => w.id === id)?.state === "paused").length;
+    this.clusterAdapter?.setChildren(ids.length, paused);
+  }
+
+  private async actOnChildren(what: "continue" | "pause"): Promise<void> {
+    const client = await this.broker?.ensureClient();
+    const workers = this.childWorkers();
+    if (!client || workers.length === 0) {
+      return;
+    }
+    const reply = what === "continue" ? await client.continueWorkers({ workers }) : await client.pauseWorkers({ workers });
+    log.info(`Ray cluster session: ${what} on ${workers.length} worker session(s): ${JSON.stringify(reply)}`);
   }
 
   toString(): string {
@@ -222,6 +268,7 @@ export class WorkerSessionService implements vscode.Disposable {
       log.info(`Debug session "${s.name}" started${s.parentSession ? ` under "${s.parentSession.name}"` : ""}`);
     }
     this.started.fire(s);
+    this.updateParent();
   }
 
   private sessionEnded(s: vscode.DebugSession): void {
@@ -230,6 +277,7 @@ export class WorkerSessionService implements vscode.Disposable {
     }
     if (s === this.parent || s.id === this.parent?.id) {
       this.parent = undefined;
+      this.clusterAdapter = undefined;
       // Stopping the cluster session stops every worker session under it.
       for (const child of [...this.sessions.values()].filter((c) => c.parentSession?.id === s.id)) {
         void vscode.debug.stopDebugging(child).then(undefined, (e: unknown) => swallow(`Stopping "${child.name}" failed`, e));
@@ -242,6 +290,7 @@ export class WorkerSessionService implements vscode.Disposable {
       }
     }
     log.info(`Debug session "${s.name}" ended`);
+    this.updateParent();
     const parent = this.parent;
     // A session whose attach failed ends while its start is still counted: it is not "another one starting".
     const endedKey = sessionKey(s.configuration as SleuthAttachConfig);

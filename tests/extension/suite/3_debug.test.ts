@@ -149,6 +149,14 @@ describe("Debug sessions against the demo's real broker", () => {
         return w?.state === "paused" && w.paused_at?.line === line && path.basename(w.paused_at.path) === "demo.py";
       }, 15_000);
 
+      // Issue #13, item 5: the Ray cluster session is paused too, its one worker session being paused.
+      const parent = api.sessions.clusterSession;
+      assert.ok(parent);
+      await waitFor("the Ray cluster session's thread to say its worker session is paused", async () => {
+        const threads = (await parent.customRequest("threads")) as { threads: { name: string }[] };
+        return threads.threads[0]?.name === "1 worker session, 1 paused";
+      }, 15_000);
+
       // A second click on the same worker focuses its session instead of starting another.
       const again = await vscode.commands.executeCommand<vscode.DebugSession | undefined>(item.command.command, ...(item.command.arguments ?? []));
       assert.strictEqual(again?.id, session.id);

@@ -2,7 +2,7 @@
 // Code's inline adapter host does (plain mocha, no editor window).
 import * as assert from "assert";
 import type { DebugProtocol } from "@vscode/debugprotocol";
-import { ClusterSessionAdapter } from "../../../extension/debug/clusterSessionAdapter";
+import { ClusterSessionAdapter, GROUP_THREAD_ID } from "../../../extension/debug/clusterSessionAdapter";
 
 describe("Ray cluster session adapter", () => {
   let adapter: ClusterSessionAdapter;
@@ -56,5 +56,37 @@ describe("Ray cluster session adapter", () => {
       assert.strictEqual(r.success, false, command);
       assert.strictEqual(r.message, `The Ray cluster session only groups worker sessions: '${command}' needs a worker session.`);
     }
+  });
+
+  it("is paused while every worker session under it is, running otherwise (issue #13, item 5)", () => {
+    request("initialize", INITIALIZE);
+    const events = () => sent.filter((m): m is DebugProtocol.Event => m.type === "event").map((e) => [e.event, (e.body as { description?: string }).description]);
+    adapter.setChildren(3, 2);
+    assert.deepStrictEqual(events(), [], "one of three runs: no stop");
+    assert.deepStrictEqual(request("threads").body, { threads: [{ id: GROUP_THREAD_ID, name: "3 worker sessions, 2 paused" }] });
+    adapter.setChildren(3, 3);
+    assert.deepStrictEqual(events(), [["stopped", "all 3 worker sessions paused"]]);
+    adapter.setChildren(3, 3);
+    assert.strictEqual(events().length, 1, "told once");
+    adapter.setChildren(3, 1);
+    assert.deepStrictEqual(events().at(-1), ["continued", undefined]);
+  });
+
+  it("continues and pauses every worker session through its group actions", async () => {
+    const calls: string[] = [];
+    adapter.dispose();
+    adapter = new ClusterSessionAdapter({
+      continueAll: () => (calls.push("continue"), Promise.resolve()),
+      pauseAll: () => (calls.push("pause"), Promise.resolve()),
+    });
+    adapter.onDidSendMessage((m) => sent.push(m as DebugProtocol.ProtocolMessage));
+    const send = (command: string) => adapter.handleMessage({ seq: seq++, type: "request", command, arguments: { threadId: GROUP_THREAD_ID } } as DebugProtocol.Request);
+    send("continue");
+    send("pause");
+    await new Promise((r) => setImmediate(r));
+    assert.deepStrictEqual(calls, ["continue", "pause"]);
+    const responses = sent.filter((m): m is DebugProtocol.Response => m.type === "response");
+    assert.deepStrictEqual(responses.map((r) => [r.command, r.success]), [["continue", true], ["pause", true]]);
+    assert.deepStrictEqual(request("stackTrace", { threadId: GROUP_THREAD_ID }).body, { stackFrames: [], totalFrames: 0 });
   });
 });
