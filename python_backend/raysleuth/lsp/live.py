@@ -173,9 +173,10 @@ class LiveCluster:
             self._said = (connected, message)
             log.info("%s", message)
             self.on_status(connected, message)
-            if not connected and self.workers:
-                self.workers = []
+            if not connected and (self.workers or self.breakpoints or self.crashes):
+                self.workers, self.breakpoints, self.crashes = [], [], []  # stale once the broker is gone
                 self.on_change("workers")
+                self.on_change("breakpoints")
 
 
 _SHORT = aiohttp.ClientTimeout(total=10)

@@ -231,3 +231,19 @@ async def test_without_a_broker_there_are_no_lenses_and_the_status_is_said_once(
     # It keeps retrying (several attempts within 2 s) but says so only once.
     await open_file(client, LSP_FIXTURES / "scopes.py")
     assert len(client.notes["raySleuth/brokerStatus"]) == 1
+
+
+def test_the_server_writes_nothing_but_protocol_to_stdout_and_exits_0_on_eof():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "raysleuth", "lsp", "--stdio"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=ENV,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == b""
