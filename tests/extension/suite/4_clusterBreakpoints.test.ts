@@ -340,8 +340,9 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       assert.ok(m, `(rank, step) evaluated in rank 1's frame: ${mine.text}`);
       const step = Number(m[1]);
 
-      // The user closes the session: the worker runs on, passes the line again
-      // (the next step) and pauses at the same place. That pause must not reopen a session.
+      // The user closes the session: the worker runs on, passes the line again (the next
+      // step) and pauses at the same place. That is a new pause: its session opens again
+      // (issue #13, item 3: auto-attach used to remember worker + line until the worker exited).
       const ended = whenEnded(s);
       await vscode.debug.stopDebugging(s);
       await ended;
@@ -355,8 +356,12 @@ describe("Cluster breakpoints against the demo's real broker", () => {
         return now?.value === String(step + 1) ? w : undefined;
       };
       await whileRunning(job, `rank 1 to pause again at the line, at step ${step + 1}`, again, 45_000);
-      assert.ok(!api.sessions.hasSession(workerId), "no session was reopened for the same pause");
-      assert.strictEqual(started.slice(startedBefore).filter((x) => /^rank 1 · RankWorker/.test(x.name)).length, 1, "one rank 1 session in all");
+      const rank1Sessions = () => started.slice(startedBefore).filter((x) => /^rank 1 · RankWorker/.test(x.name));
+      session = await whileRunning(job, "a second session for rank 1's new pause", () => rank1Sessions()[1], 30_000);
+      const reopened = session;
+      await waitFor("the new session to be one autoAttach opened", () => api.autoAttach.opened.some((o) => o.id === reopened.id), 20_000);
+      assert.ok(api.sessions.hasSession(workerId));
+      assert.strictEqual(rank1Sessions().length, 2, "one session per pause, not more");
 
       // The line is passed on every step: take the breakpoint away, then continue.
       vscode.debug.removeBreakpoints([bp]);
