@@ -6,9 +6,13 @@ import * as vscode from "vscode";
 import { Settings } from "../constants";
 import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
+import { WorkerInfo } from "../broker/types";
 import { ClusterState } from "../cluster/clusterState";
 import { PauseTracker } from "./pauseTracker";
 import { WorkerSessionService } from "./workerSessions";
+
+/** How long auto-attach gathers pauses before it opens their sessions, lowest rank first. */
+const BATCH_MS = 250;
 
 export class AutoAttachService implements vscode.Disposable {
   private readonly tracker = new PauseTracker();
@@ -16,6 +20,9 @@ export class AutoAttachService implements vscode.Disposable {
   readonly opened: vscode.DebugSession[] = [];
   /** Starts one session after the other, so the Call Stack lists them by rank. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Pauses seen in the last BATCH_MS, started together by rank (all-stop pauses a job's ranks within moments). */
+  private batch: WorkerInfo[] = [];
+  private batchTimer: NodeJS.Timeout | undefined;
   private readonly subscription: vscode.Disposable;
 
   constructor(
@@ -34,7 +41,18 @@ export class AutoAttachService implements vscode.Disposable {
       return;
     }
     const on = vsapi.getSetting<boolean>(Settings.autoAttach, true);
-    for (const w of this.tracker.take(this.state.workers, (id) => this.sessions.hasSession(id), on)) {
+    const fresh = this.tracker.take(this.state.workers, (id) => this.sessions.hasSession(id), on);
+    if (fresh.length) {
+      this.batch.push(...fresh);
+      this.batchTimer ??= setTimeout(() => this.flush(), BATCH_MS);
+    }
+  }
+
+  private flush(): void {
+    this.batchTimer = undefined;
+    const batch = this.batch.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
+    this.batch = [];
+    for (const w of batch) {
       const where = w.paused_at ? ` at ${w.paused_at.path}:${w.paused_at.line} (${w.paused_at.reason})` : "";
       log.info(`Worker ${w.id.slice(0, 8)} paused${where}: opening its session (raySleuth.autoAttach)`);
       this.queue = this.queue.then(() =>
@@ -47,6 +65,9 @@ export class AutoAttachService implements vscode.Disposable {
   }
 
   dispose(): void {
+    if (this.batchTimer) {
+      clearTimeout(this.batchTimer);
+    }
     this.subscription.dispose();
   }
 }
