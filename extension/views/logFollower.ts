@@ -20,6 +20,8 @@ export class LogFollower {
   path: string | undefined;
   /** Lines dropped from the top (MAX_CHARS), for the header. */
   private dropped = false;
+  /** Why following stopped (the worker is gone, its log with it); undefined while following. */
+  stopped: string | undefined;
 
   constructor(
     /** e.g. "rank 0 · Trainer · pid 4242 (stdout)". */
@@ -31,11 +33,21 @@ export class LogFollower {
   get text(): string {
     const where = this.path ? ` · ${this.path}` : "";
     const cut = this.dropped ? " · older lines dropped" : "";
-    return `# ${this.title}${where} · following live${cut}\n${this.body}`;
+    const state = this.stopped === undefined ? "following live" : "not followed any more";
+    const end = this.stopped === undefined ? "" : `# Stopped following: ${this.stopped}\n`;
+    return `# ${this.title}${where} · ${state}${cut}\n${this.body}${end}`;
+  }
+
+  /** Ends the following (a read failed): the text says why, and poll() reads nothing more. */
+  stop(reason: string): void {
+    this.stopped = reason;
   }
 
   /** Reads what is new; resolves true when the text changed. */
   async poll(): Promise<boolean> {
+    if (this.stopped !== undefined) {
+      return false;
+    }
     let changed = false;
     for (let i = 0; i < MAX_READS_PER_POLL; i++) {
       const chunk = await this.read(this.offset);

@@ -111,7 +111,12 @@ export class WorkerLogsService implements vscode.TextDocumentContentProvider, vs
         .poll()
         .then(
           (changed) => changed && this.update(key),
-          (e: unknown) => swallow(`Following ${follower.title}`, e),
+          (e: unknown) => {
+            // The worker is gone (and its log with it) or the broker is: say so once, stop asking.
+            log.warn(`Stopped following ${follower.title}: ${e instanceof Error ? e.message : String(e)}`);
+            follower.stop(e instanceof Error ? e.message : String(e));
+            this.update(key);
+          },
         )
         .finally(() => this.polling.delete(key));
     }

@@ -40,4 +40,15 @@ describe("Worker log follower", () => {
     assert.ok(await f.poll());
     assert.ok(f.text.endsWith("a long first line\n\n# (the log file started over)\nnew\n"), f.text);
   });
+
+  it("stops following when told why, and says so", async () => {
+    const log = fakeLog("last words\n");
+    const f = new LogFollower("w", log.read);
+    await f.poll();
+    f.stop("No worker with id w1.");
+    log.file.text += "more\n";
+    assert.strictEqual(await f.poll(), false);
+    assert.match(f.text, /· not followed any more\n/);
+    assert.ok(f.text.endsWith("last words\n# Stopped following: No worker with id w1.\n"), f.text);
+  });
 });
