@@ -45,6 +45,8 @@ def format_hang(hang: dict) -> str:
 
 def run_stacks(client, args, out=None) -> int:
     out = out or sys.stdout
+    if getattr(args, "timeout", None) and hasattr(client, "timeout"):
+        client.timeout = max(client.timeout, args.timeout + 5)  # the broker's deadline, then ours
     if args.watch is None:
         result = client.get(query_path(args))
         print(json.dumps(result, indent=1) if args.json else format_result(result), file=out)
