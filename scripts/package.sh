@@ -62,5 +62,13 @@ missing = [n for n in ("raysleuth.pth", "raysleuth/__init__.py", "raysleuth/cli.
 if missing:
     sys.exit(f"[package] {sys.argv[1]} lacks {missing}")
 PY
+# It installs: pip puts the package and the hook in place, and the CLI imports from there.
+target="$(mktemp -d /tmp/raysleuth-wheel.XXXXXX)"
+trap 'rm -rf "$target"' EXIT
+"$PY" -m pip install -q --no-deps --no-index --target "$target" "$WHEEL" >dist/wheel-install.log 2>&1 \
+  || { cat dist/wheel-install.log >&2; exit 1; }
+[ -f "$target/raysleuth.pth" ] || { echo "[package] installing $WHEEL put no raysleuth.pth in place" >&2; exit 1; }
+PYTHONPATH="$target" "$PY" -c 'import sys, raysleuth, raysleuth.cli; assert raysleuth.__file__.startswith(sys.argv[1]), raysleuth.__file__' "$target" \
+  || { echo "[package] $WHEEL does not import from where it installed" >&2; exit 1; }
 echo "$want" >"$stamp"
 say "ok: $VSIX ($(du -k "$VSIX" | cut -f1) KB), $WHEEL ($(du -k "$WHEEL" | cut -f1) KB)"
