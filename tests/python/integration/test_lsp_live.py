@@ -121,6 +121,22 @@ async def test_lens_counts_live_workers_and_drops_one_when_its_actor_is_killed(l
     assert len(lsp.lens_refreshes) >= refreshes + 2  # the server asked the editor to redraw each time
 
 
+async def test_lens_counts_the_workers_running_a_remote_function(lsp: LanguageClient, ray_cluster):
+    uri = await open_file(lsp, ACTORS)
+    line = decorator_line("lens_wait")
+    refs = [lsp_actors.lens_wait.remote(30.0) for _ in range(2)]
+    try:
+        await wait_for(
+            lambda: _has(lens_titles(lsp, uri, line), "2 workers"), 20, "a '2 workers' lens on lens_wait"
+        )
+    finally:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+    await wait_for(
+        lambda: _has(lens_titles(lsp, uri, line), "0 workers"), 20, "'0 workers' once they are cancelled"
+    )
+
+
 async def test_hover_lists_workers_by_rank_and_the_last_crash(lsp: LanguageClient, learners, client):
     actors, pids = learners
     uri = await open_file(lsp, ACTORS)
