@@ -59,10 +59,15 @@ class WorkerTable:
 
     def resumed(self, worker_id: str) -> None:
         """We let `worker_id` run: its report still says paused until its next one arrives."""
+        if self._mark_resumed(worker_id):
+            self.recompute()
+
+    def _mark_resumed(self, worker_id: str) -> bool:
         rep = next((r for r in self.reports if r.get("id") == worker_id), None)
         if rep is not None and rep.get("state") == "paused":
             self._resumed[worker_id] = rep.get("time")
-            self.recompute()
+            return True
+        return False
 
     def _current_reports(self) -> list[dict]:
         """The reports, a paused one we have since resumed read as running."""
@@ -81,8 +86,11 @@ class WorkerTable:
         """A link's stop state changed: {worker, stopped, paused_at}."""
         if change.get("stopped"):
             self.stopped_links[change["worker"]] = change.get("paused_at")
-        else:
-            self.stopped_links.pop(change["worker"], None)
+        elif self.stopped_links.pop(change["worker"], False) is not False:
+            # The link let it run (a continue, a session that ended): its paused report is stale,
+            # so the next stop, even at the same line, is a new pause with its own paused_since
+            # (issue #13: a repeat pause must open its session again).
+            self._mark_resumed(change["worker"])
         self.recompute()
 
     # --- the table ------------------------------------------------------------------------------

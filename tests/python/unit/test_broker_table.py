@@ -95,6 +95,23 @@ def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
     assert table.get("w1").state == "idle"
 
 
+def test_a_worker_a_link_let_run_pauses_anew_at_the_same_line(tmp_path):
+    """Issue #13: a session ends (its link continues the worker), the worker stops at the same
+    line again before its agent reported running: the second stop is a new pause."""
+    now = [NOW]
+    table = WorkerTable(EventHub(), CrashStore(tmp_path), GpuHistory(), clock=lambda: now[0])
+    where = {"path": "/t.py", "line": 3, "reason": "breakpoint"}
+    table.take_reports([report("w1", 11, state="paused", paused_at=where, time=NOW - 2)])
+    table.hub.emit("link", {"worker": "w1", "stopped": True, "paused_at": where})
+    first = table.get("w1").paused_since
+    now[0] += 3
+    table.hub.emit("link", {"worker": "w1", "stopped": False})  # the session ended: it runs
+    assert table.get("w1").state != "paused", "the stale paused report does not count"
+    table.hub.emit("link", {"worker": "w1", "stopped": True, "paused_at": where})  # the next step
+    w = table.get("w1")
+    assert w.state == "paused" and w.paused_since == NOW + 3 != first
+
+
 def test_a_filed_crash_reaches_the_workers_row(tmp_path):
     table, hub, crashes = make_table(tmp_path)
     table.take_reports([report("w1", 11)])
