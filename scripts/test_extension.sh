@@ -3,6 +3,12 @@
 # Chromium) against a real broker with real Ray workers (`raysleuth demo`).
 # Prints `extension: N passed, N failed`; writes $RAYSLEUTH_RESULTS_DIR/extension.json
 # when that is set. Every process it starts it ends, by id, whatever happens.
+# After the extension-host and UI tests, the UI scenario of issue 13 (tests/extension/runner/
+# uiScenario.ts: clicks and keys only, notifications on) runs in a code-server of its own
+# against the packaged dist/raysleuth-<version>.vsix installed into it:
+#   RAYSLEUTH_UI_SCENARIO=vsix (default) | dev (this folder as an installed extension) |
+#     dev,vsix (both) | off;  RAYSLEUTH_SCENARIO_ONLY=1 runs only the scenario.
+# Its screenshots land in tests/extension/out/scenario-<target>/ (ignored).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -30,6 +30,9 @@ function tokenFileProblem(file: string): string | undefined {
 }
 
 export class RemoteConnectService {
+  /** How a bad address or token file is told (tests replace it to read the message). */
+  showError: (message: string) => void = (message) => void vsapi.showErrorMessage(message);
+
   constructor(private readonly connection: BrokerConnectionService) {}
 
   /** Resolves true once connected; false when the user cancelled or the broker did not answer (told). */
@@ -54,7 +57,7 @@ export class RemoteConnectService {
     }
     const parsed = parseBrokerAddress(typed);
     if ("error" in parsed) {
-      void vsapi.showErrorMessage(`Ray Sleuth: ${parsed.error}`);
+      this.showError(`Ray Sleuth: ${parsed.error}`);
       return false;
     }
     const tokenFile =
@@ -71,7 +74,7 @@ export class RemoteConnectService {
     }
     const problem = tokenFileProblem(tokenFile);
     if (problem) {
-      void vsapi.showErrorMessage(`Ray Sleuth: ${problem}`);
+      this.showError(`Ray Sleuth: ${problem}`);
       return false;
     }
     const settings = vscode.workspace.getConfiguration(SETTINGS_SECTION);

@@ -2,7 +2,7 @@
 // starts code-server (own process group, isolated dirs), opens the workbench in
 // headless Chromium with the smoke-test payload, then a UI smoke check.
 // Everything it starts it ends. Writes the merged results as JSON.
-import { ChildProcess, spawn } from "child_process";
+import { ChildProcess, spawn, spawnSync } from "child_process";
 import * as fs from "fs";
 import * as http from "http";
 import * as net from "net";
@@ -11,6 +11,7 @@ import { chromium, Browser, Page } from "playwright-core";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
 import { STACKS_UI_TITLE, stacksUiBody } from "./uiStacks";
+import { SCENARIO_TITLE, scenarioBody } from "./uiScenario";
 
 interface Outcome {
   title: string;
@@ -116,9 +117,9 @@ function httpOk(url: string): Promise<boolean> {
   });
 }
 
-function prepareDirs(): Record<string, string> {
+function prepareDirs(base = RUN_DIR): Record<string, string> {
   const d = (name: string) => {
-    const p = path.join(RUN_DIR, name);
+    const p = path.join(base, name);
     fs.mkdirSync(p, { recursive: true });
     return p;
   };
@@ -146,6 +147,8 @@ function prepareDirs(): Record<string, string> {
         "extensions.autoCheckUpdates": false,
         "update.mode": "none",
         "chat.disableAIFeatures": true,
+        "workbench.welcomePage.walkthroughs.openOnInstall": false,
+        "git.openRepositoryInParentFolders": "never", // its question would cover the scenario's notifications
       },
       null,
       2,
@@ -154,10 +157,12 @@ function prepareDirs(): Record<string, string> {
   return dirs;
 }
 
-function startCodeServer(port: number, dirs: Record<string, string>): ChildProcess {
-  const config = path.join(RUN_DIR, "code-server.yaml");
+/** smokeDriver: the flag the extension-host tests need; it also hides every notification. */
+function startCodeServer(port: number, dirs: Record<string, string>, smokeDriver = true): ChildProcess {
+  const base = path.dirname(dirs.userData);
+  const config = path.join(base, "code-server.yaml");
   fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
-  const logFile = path.join(RUN_DIR, "code-server.log");
+  const logFile = path.join(base, "code-server.log");
   const log = fs.openSync(logFile, "w");
   const child = spawn(
     NODE24,
@@ -172,7 +177,7 @@ function startCodeServer(port: number, dirs: Record<string, string>): ChildProce
       "--disable-update-check",
       "--disable-workspace-trust",
       "--ignore-last-opened",
-      "--vscode-option", "enable-smoke-test-driver",
+      ...(smokeDriver ? ["--vscode-option", "enable-smoke-test-driver"] : []),
       dirs.workspace,
     ],
     {
@@ -348,6 +353,90 @@ function uiStacks(browser: Browser, port: number, workspace: string): Promise<Ou
   return uiTest(browser, port, workspace, STACKS_UI_TITLE, "stacks-view", (page) => stacksUiBody(page, ROOT, STATE_DIR, (name) => screenshot(page, name)));
 }
 
+/** Where the scenario takes the extension from: the packaged .vsix, installed, or this folder. */
+type ScenarioTarget = "vsix" | "dev";
+
+function scenarioTargets(): ScenarioTarget[] {
+  const v = process.env.RAYSLEUTH_UI_SCENARIO ?? "vsix";
+  return v === "off" ? [] : (v.split(",").map((t) => t.trim()) as ScenarioTarget[]).filter((t) => t === "vsix" || t === "dev");
+}
+
+/** Puts the extension into the scenario's own extensions dir, as a user would. */
+function installForScenario(target: ScenarioTarget, dirs: Record<string, string>): string {
+  const version = (JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string }).version;
+  if (target === "vsix") {
+    const vsix = process.env.RAYSLEUTH_VSIX ?? path.join(ROOT, "dist", `raysleuth-${version}.vsix`);
+    if (!fs.existsSync(vsix)) {
+      throw new Error(`no ${vsix}: scripts/package.sh builds it (scripts/setup_node.sh runs it)`);
+    }
+    const res = spawnSync(NODE24, [CODE_SERVER, "--user-data-dir", dirs.userData, "--extensions-dir", dirs.extensions, "--install-extension", vsix], {
+      encoding: "utf8",
+      env: { ...process.env, HOME: dirs.home, XDG_CONFIG_HOME: dirs.xdgConfig, XDG_DATA_HOME: dirs.xdgData, XDG_CACHE_HOME: dirs.xdgCache, TMPDIR: dirs.tmp },
+      timeout: 120_000,
+    });
+    if (res.status !== 0 || !/successfully installed/.test(res.stdout)) {
+      throw new Error(`code-server --install-extension ${vsix} failed (status ${res.status}): ${res.stdout}${res.stderr}`);
+    }
+    return `${path.basename(vsix)} installed`;
+  }
+  // The development folder, linked into the extensions dir as an installed extension: the
+  // smoke-test payload (extensionDevelopmentPath) works only with the driver flag.
+  const name = `raysleuth.ray-sleuth-${version}`;
+  const link = path.join(dirs.extensions, name);
+  fs.symlinkSync(ROOT, link);
+  const entry = {
+    identifier: { id: "raysleuth.ray-sleuth" },
+    version,
+    location: { $mid: 1, fsPath: link, external: `file://${link}`, path: link, scheme: "file" },
+    relativeLocation: name,
+    metadata: { installedTimestamp: Date.now(), source: "vsix" },
+  };
+  fs.writeFileSync(path.join(dirs.extensions, "extensions.json"), JSON.stringify([entry]));
+  return `${ROOT} linked`;
+}
+
+/** The scenario (uiScenario.ts) in a code-server of its own, without the smoke-test driver. */
+async function uiScenario(browser: Browser, target: ScenarioTarget): Promise<Outcome> {
+  const title = `${SCENARIO_TITLE} (${target === "vsix" ? "the packaged .vsix" : "the development folder"})`;
+  const dirs = prepareDirs(path.join(RUN_DIR, `scenario-${target}`));
+  const shots = path.join(OUT_DIR, `scenario-${target}`);
+  fs.rmSync(shots, { recursive: true, force: true });
+  fs.mkdirSync(shots, { recursive: true });
+  let codeServer: ChildProcess | undefined;
+  let page: Page | undefined;
+  const t = Date.now();
+  try {
+    say(`scenario (${target}): ${installForScenario(target, dirs)}`);
+    const port = await freePort();
+    codeServer = startCodeServer(port, dirs, false);
+    await until("code-server (scenario) to answer", 90_000, async () => ((await httpOk(`http://127.0.0.1:${port}/healthz`)) ? true : undefined));
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const p = page;
+    await p.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+    const icon = p.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]');
+    await icon.waitFor({ timeout: 60_000 });
+    await icon.click();
+    await scenarioBody(p, {
+      root: ROOT,
+      stateDir: STATE_DIR,
+      say,
+      shot: async (name) => {
+        const file = path.join(shots, `${name}.png`);
+        await p.screenshot({ path: file });
+        say(`screenshot ${file}`);
+      },
+    });
+    say(`scenario (${target}) passed in ${((Date.now() - t) / 1000).toFixed(0)} s`);
+    return { title, state: "passed" };
+  } catch (err) {
+    await page?.screenshot({ path: path.join(shots, "failed.png") }).catch(() => undefined);
+    return { title, state: "failed", error: `${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n(code-server log: ${path.dirname(dirs.userData)}/code-server.log)` };
+  } finally {
+    await page?.close().catch(() => undefined);
+    await stopGroup(codeServer, "code-server (scenario)");
+  }
+}
+
 async function main(): Promise<number> {
   let codeServer: ChildProcess | undefined;
   let browser: Browser | undefined;
@@ -360,11 +449,19 @@ async function main(): Promise<number> {
     await until("code-server to answer", 90_000, async () => ((await httpOk(`http://127.0.0.1:${port}/healthz`)) ? true : undefined));
     say("code-server is up");
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
-    outcomes.push(...(await runExtensionHostTests(browser, port, dirs.workspace)));
-    if (process.env.RAYSLEUTH_SKIP_UI !== "1") {
-      outcomes.push(await uiSmoke(browser, port, dirs.workspace));
-      outcomes.push(await uiAttach(browser, port, dirs.workspace));
-      outcomes.push(await uiStacks(browser, port, dirs.workspace));
+    if (process.env.RAYSLEUTH_SCENARIO_ONLY !== "1") {
+      outcomes.push(...(await runExtensionHostTests(browser, port, dirs.workspace)));
+      if (process.env.RAYSLEUTH_SKIP_UI !== "1") {
+        outcomes.push(await uiSmoke(browser, port, dirs.workspace));
+        outcomes.push(await uiAttach(browser, port, dirs.workspace));
+        outcomes.push(await uiStacks(browser, port, dirs.workspace));
+      }
+    }
+    // One code-server at a time on this machine: the scenario starts its own.
+    await stopGroup(codeServer, "code-server");
+    codeServer = undefined;
+    for (const target of scenarioTargets()) {
+      outcomes.push(await uiScenario(browser, target));
     }
   } catch (err) {
     outcomes.push({ title: "test harness", state: "failed", error: err instanceof Error ? (err.stack ?? err.message) : String(err) });

@@ -1,0 +1,279 @@
+// The UI scenario of issue #13, as a user does it, by clicks and keys only, in a
+// code-server started WITHOUT the smoke-test driver (that flag hides every
+// notification): connect, click a worker to attach, a gutter breakpoint, a
+// `[rank 0]` condition typed into the condition box, a held crash's notification
+// → Inspect, Continue All, disconnect. runTests.ts runs it against the packaged
+// .vsix installed into code-server (or the development folder) and saves a
+// screenshot per step.
+import { ChildProcess, spawn } from "child_process";
+import * as fs from "fs";
+import * as path from "path";
+import { Locator, Page } from "playwright-core";
+import { BrokerReadyInfo } from "../../../extension/broker/types";
+
+export const SCENARIO_TITLE = "UI scenario: connect, attach, gutter and [rank 0] breakpoints, a held crash → Inspect, Continue All, disconnect";
+
+export interface ScenarioContext {
+  root: string;
+  stateDir: string;
+  /** Saves a screenshot of the page under this step's name. */
+  shot: (name: string) => Promise<void>;
+  say: (msg: string) => void;
+}
+
+/** The line of the demo's Trainer.step that every rank passes once per step. */
+function demoEventLine(root: string): { file: string; line: number } {
+  const file = path.join(root, "python_backend", "raysleuth", "demo.py");
+  const line = fs.readFileSync(file, "utf8").split("\n").findIndex((l) => l.includes('raysleuth.event("step"')) + 1;
+  if (line <= 0) {
+    throw new Error(`no raysleuth.event("step", ...) line in ${file}`);
+  }
+  return { file, line };
+}
+
+/** Opens the command palette (F1); when the keys go nowhere (focus in a widget), clicks the editor's tab first. */
+async function openPalette(page: Page): Promise<Locator> {
+  const input = page.locator(".quick-input-widget input");
+  for (let attempt = 0; ; attempt++) {
+    await page.keyboard.press("F1");
+    if (await input.waitFor({ state: "visible", timeout: 3_000 }).then(() => true, () => false)) {
+      return input;
+    }
+    if (attempt === 2) {
+      throw new Error("F1 did not open the command palette");
+    }
+    // Focus left the workbench's key handling (a clicked notification went away): click the editor's text.
+    await page.keyboard.press("Escape");
+    await page.locator(".editor-instance .monaco-editor .view-lines").first().click({ position: { x: 5, y: 5 } });
+  }
+}
+
+/** Runs a command from the palette (F1), by its title as the palette shows it. */
+async function palette(page: Page, title: string): Promise<void> {
+  const input = await openPalette(page);
+  await input.fill(`>${title}`);
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ timeout: 10_000 });
+  await page.keyboard.press("Enter");
+  await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: 10_000 }).catch(() => undefined);
+}
+
+/** Opens a file by its absolute path through Quick Open, then puts the cursor on `line`. */
+async function openAt(page: Page, file: string, line: number): Promise<void> {
+  await palette(page, "Go to File...");
+  const input = page.locator(".quick-input-widget input");
+  await input.fill(file);
+  await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: 10_000 });
+  await page.keyboard.press("Enter");
+  await page.locator(".tabs-container .tab.active", { hasText: path.basename(file) }).waitFor({ timeout: 20_000 });
+  await goToLine(page, line);
+}
+
+async function goToLine(page: Page, line: number): Promise<void> {
+  const input = await openPalette(page);
+  await input.fill(`:${line}`);
+  await page.keyboard.press("Enter");
+  await page.locator(".statusbar").getByText(new RegExp(`Ln ${line}, Col \\d+`)).waitFor({ timeout: 10_000 });
+}
+
+/** The active editor's rendered line that holds `text`. */
+function editorLine(page: Page, text: string): Locator {
+  return page.locator(".editor-instance .monaco-editor .view-line", { hasText: text }).first();
+}
+
+/** Clicks the gutter (the glyph margin) next to the line holding `text`. */
+async function clickGutter(page: Page, text: string): Promise<void> {
+  const lineBox = await editorLine(page, text).boundingBox();
+  const marginBox = await page.locator(".editor-instance .monaco-editor .margin").first().boundingBox();
+  if (!lineBox || !marginBox) {
+    throw new Error(`the line "${text}" or the editor's gutter is not on screen`);
+  }
+  await page.mouse.click(marginBox.x + 8, lineBox.y + lineBox.height / 2);
+}
+
+/** Whether rank N's row in the Cluster view says `text` (the view is brought back first: VS Code shows Run and Debug on a stop). */
+async function rowSays(page: Page, rank: number, text: string | RegExp): Promise<boolean> {
+  await showClusterView(page);
+  return clusterRow(page, rank).getByText(text).isVisible();
+}
+
+/** The editor shows where a session stopped: the top frame's line is highlighted. */
+async function stoppedLineShown(page: Page): Promise<void> {
+  await page.locator(".editor-instance .monaco-editor .debug-top-stack-frame-line").first().waitFor({ state: "attached", timeout: 30_000 });
+}
+
+/** The Cluster view's title button "Continue All Paused" (shown on hover), clicked. */
+async function continueAll(page: Page): Promise<void> {
+  await showClusterView(page);
+  const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Cluster$/ }) });
+  await header.hover();
+  await header.locator('a.action-label[aria-label="Continue All Paused"]').click();
+}
+
+function clusterRow(page: Page, rank: number): Locator {
+  return page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Cluster$/ }) }).locator(".monaco-list-row", { hasText: new RegExp(`rank ${rank} · Trainer · pid \\d+`) }).first();
+}
+
+async function showClusterView(page: Page): Promise<void> {
+  const header = page.locator(".pane-header h3.title", { hasText: /^Cluster$/ });
+  if (!(await header.isVisible())) {
+    // force: a badge may lie over the icon and take the pointer.
+    await page.locator('.activitybar a.action-label[aria-label^="Ray Sleuth"]').click({ force: true });
+    await header.waitFor({ timeout: 10_000 });
+  }
+}
+
+async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe().catch(() => false))) {
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+interface WorkerRow {
+  rank: number | null;
+  actor_class: string | null;
+  state: string;
+  paused_since?: number | null;
+}
+
+/** The demo's Trainer workers as the broker lists them (checks only: the steps are clicks and keys). */
+async function trainers(stateDir: string): Promise<Map<number, WorkerRow>> {
+  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
+  const token = fs.readFileSync(info.token_file, "utf8").trim();
+  const res = await fetch(`${info.http}/v1/workers`, { headers: { Authorization: `Bearer ${token}` } });
+  const rows = (await res.json()) as WorkerRow[];
+  return new Map(rows.filter((w) => w.actor_class === "Trainer" && w.rank !== null && w.state !== "exited").map((w) => [w.rank as number, w]));
+}
+
+/** The crash fixture: one actor that raises, held `hold` s for an attach while a client watches. */
+function startCrashJob(root: string, stateDir: string, hold: number): { child: ChildProcess; output: () => string } {
+  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
+  const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "crash_driver.py"), "--rank", "7", "--hold", String(hold)], {
+    cwd: root,
+    env: { ...process.env, RAY_ADDRESS: info.ray_address ?? "", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
+  return { child, output: () => out };
+}
+
+export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<void> {
+  const { file, line } = demoEventLine(ctx.root);
+  const lineText = 'raysleuth.event("step"';
+  const step = async (name: string, fn: () => Promise<void>) => {
+    const t = Date.now();
+    await fn();
+    ctx.say(`scenario step "${name}" passed in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  };
+
+  // 1. Connect: the extension finds the demo's broker by itself and lists the ranks.
+  await step("connect", async () => {
+    for (let r = 0; r < 4; r++) {
+      await clusterRow(page, r).waitFor({ timeout: 60_000 });
+    }
+    await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 10_000 });
+    await ctx.shot("1-connected");
+  });
+
+  // 2. Click rank 0: its session starts under "Ray cluster".
+  await step("click to attach", async () => {
+    await clusterRow(page, 0).click();
+    await page.locator(".debug-toolbar").waitFor({ timeout: 60_000 });
+  });
+
+  // 3. A gutter click on a line every rank passes once per step: the ranks stop there.
+  await step("gutter breakpoint", async () => {
+    await openAt(page, file, line);
+    await clickGutter(page, lineText);
+    await page.locator(".editor-instance .margin .codicon-debug-breakpoint").first().waitFor({ timeout: 10_000 });
+    await until(`rank 0 paused at demo.py:${line} in the Cluster view`, 60_000, () => rowSays(page, 0, `paused at demo.py:${line}`));
+    await stoppedLineShown(page);
+    await ctx.shot("2-breakpoint");
+  });
+
+  // 4. The condition box: "[rank 0]", then Continue All: only rank 0 stops again.
+  await step("[rank 0] through the condition box, Continue All", async () => {
+    await goToLine(page, line);
+    await palette(page, "Debug: Add Conditional Breakpoint...");
+    const box = page.locator(".breakpoint-widget .inputContainer");
+    await box.waitFor({ timeout: 10_000 });
+    await box.click();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type("[rank 0]");
+    await page.keyboard.press("Enter");
+    await page.locator(".editor-instance .margin .codicon-debug-breakpoint-conditional").first().waitFor({ timeout: 10_000 });
+    const before = (await trainers(ctx.stateDir)).get(0)?.paused_since ?? 0;
+    await palette(page, "Ray Sleuth: Continue All Paused");
+    // Rank 0 runs on and stops at the line once more (a new pause); the others pass it.
+    await until("rank 0 paused again, a new pause", 60_000, async () => {
+      const r0 = (await trainers(ctx.stateDir)).get(0);
+      return r0?.state === "paused" && (r0.paused_since ?? 0) > before;
+    });
+    await until(`rank 0 paused at demo.py:${line} in the Cluster view`, 30_000, () => rowSays(page, 0, `paused at demo.py:${line}`));
+    await new Promise((r) => setTimeout(r, 2_000)); // the other ranks' step passes the line meanwhile
+    const others = await trainers(ctx.stateDir);
+    for (const r of [1, 2, 3]) {
+      if (others.get(r)?.state === "paused") {
+        throw new Error(`rank ${r} paused under a [rank 0] breakpoint`);
+      }
+    }
+    await ctx.shot("3-rank0-condition");
+  });
+
+  // 5. Remove the breakpoint (a gutter click) and let rank 0 go.
+  await step("remove the breakpoint, Continue All", async () => {
+    await clickGutter(page, lineText);
+    await until("no breakpoint in the gutter", 10_000, async () => !(await page.locator(".editor-instance .margin .codicon-debug-breakpoint-conditional").first().isVisible()));
+    await continueAll(page);
+    await until("rank 0 running again", 60_000, async () => (await trainers(ctx.stateDir)).get(0)?.state !== "paused");
+    await new Promise((r) => setTimeout(r, 2_000)); // a few steps pass the line
+    if ((await trainers(ctx.stateDir)).get(0)?.state === "paused") {
+      throw new Error("rank 0 stopped again after its breakpoint was removed");
+    }
+  });
+
+  // 6. A crash, held for an attach: its notification's Inspect opens it where it raised.
+  const job = startCrashJob(ctx.root, ctx.stateDir, 120);
+  try {
+    await step("a held crash's notification → Inspect", async () => {
+      const toast = page.locator(".notification-toast", { hasText: /crashed/ }).first();
+      await toast.waitFor({ timeout: 90_000 });
+      await ctx.shot("4-crash-notification");
+      await toast.locator("a.monaco-button", { hasText: "Inspect" }).click();
+      await page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }).waitFor({ timeout: 60_000 });
+      await stoppedLineShown(page);
+      await ctx.shot("5-crash-inspect");
+    });
+
+    // 7. Continue All releases the held worker: the driver gets Ray's usual error.
+    await step("Continue All releases the crash", async () => {
+      await continueAll(page);
+      await until("the crash driver to get its RayTaskError", 60_000, async () => /crashed \d+ ZeroDivisionError/.test(job.output()));
+    });
+  } finally {
+    if (job.child.exitCode === null) {
+      job.child.kill("SIGTERM");
+    }
+  }
+
+  // 8. Disconnect: stop the sessions from the debug toolbar; the workers run on.
+  await step("disconnect", async () => {
+    await until("every debug session stopped", 60_000, async () => {
+      if (!(await page.locator(".debug-toolbar").isVisible())) {
+        return true;
+      }
+      await page.keyboard.press("Shift+F5");
+      await new Promise((r) => setTimeout(r, 500));
+      return false;
+    });
+    await showClusterView(page);
+    await clusterRow(page, 0).waitFor({ timeout: 10_000 });
+    await ctx.shot("6-disconnected");
+  });
+}
