@@ -24,7 +24,7 @@ ROWS_KEEP = 200_000
 
 ROW_FIELDS = (
     "name", "shape", "dtype", "device", "numel", "mean", "std", "min", "max", "norm", "nan", "inf",
-    "hash", "error", "more",
+    "hash", "error", "more", "global_shape", "local", "hash_error",
 )  # fmt: skip
 """What a row keeps of an agent's summary."""
 

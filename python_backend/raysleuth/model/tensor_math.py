@@ -113,6 +113,12 @@ def torch_summary(t, with_hash: bool) -> dict:
     import torch  # already imported by the program: _torch_tensor said so
 
     out = describe(t)
+    if type(t).__name__ == "DTensor" and hasattr(t, "to_local"):
+        # A distributed tensor's own reductions are collectives (a hang if this rank alone
+        # asks): summarize this rank's shard, which is what differs between ranks anyway.
+        out["global_shape"] = out["shape"]
+        t = t.to_local()
+        out.update(shape=[int(d) for d in t.shape], local=True)
     with torch.no_grad():
         x = t.detach()
         n = x.numel()
@@ -130,7 +136,11 @@ def torch_summary(t, with_hash: bool) -> dict:
         else:
             out.update(_torch_stats(torch, flat, n))
         if with_hash:
-            out["hash"] = _torch_hash(torch, flat, out["dtype"], out["shape"])
+            try:
+                out["hash"] = _torch_hash(torch, flat, out["dtype"], out["shape"])
+            except Exception as exc:  # noqa: BLE001 - a device without 64-bit integer sums: stats only
+                out["hash"] = None
+                out["hash_error"] = f"{type(exc).__name__}: {exc}"[:200]
     return out
 
 

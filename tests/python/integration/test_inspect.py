@@ -120,6 +120,26 @@ def test_a_logpoint_with_a_tensor_prints_its_summary(client, ranks, clean_points
     assert (line["rank"], line["message"]) == (0, expected)
 
 
+def test_evaluate_on_a_paused_rank_shows_the_tensors_summary(client, ranks, clean_points):
+    pid = ray.get(ranks[1].pid.remote(), timeout=30)
+    client.set_breakpoints(JOB, [{"line": LINE, "ranks": [1]}])
+    wait_until(lambda: sum(b["armed"] for b in client.breakpoints() if b["line"] == LINE) == 1, 15)
+    ref = ranks[1].look.remote()
+    wait_until(
+        lambda: any(w["pid"] == pid and w["state"] == "paused" for w in client.workers()),
+        20,
+        message="rank 1 paused at the line",
+    )
+    [row] = client.post("/v1/evaluate", {"expression": "t", "ranks": [1]})
+    expected = f"{KIND}[64, 64] float32" + (" cpu" if HAS_TORCH else "") + " norm=3.7e+01 nan=0"
+    assert (row["rank"], row["value"]) == (1, expected)
+    [row] = client.post("/v1/evaluate", {"expression": "{'g': t, 'n': 2}", "ranks": [1]})
+    assert row["value"] == "{'g': " + expected + ", 'n': 2}"
+    client.delete("/v1/breakpoints")
+    client.post("/v1/continue", {"ranks": [1]})
+    assert ray.get(ref, timeout=30) == pytest.approx(0.0, abs=1e-2)
+
+
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_cuda_oom_crash_record_keeps_torchs_memory_and_says_what_to_try(client):
     env = {"RAYSLEUTH_TORCH_CUDA": "fake_cuda", "RAYSLEUTH_POSTMORTEM_HOLD": "0"}

@@ -163,3 +163,21 @@ def test_tensor_text_is_the_summary_line():
     assert tensor_text(t) == "Tensor[1024, 4096] float32 cpu norm=2.0e+00 nan=0"
     t[0, 0] = float("inf")
     assert tensor_text(t).endswith("nan=0 inf=1")
+
+
+@needs_torch
+def test_a_dtensor_is_summarized_by_its_local_shard_without_a_collective():
+    from helpers import run_probe
+
+    out = run_probe(
+        "import json, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo', rank=0, world_size=1, store=dist.HashStore())\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "from torch.distributed.tensor import Shard, distribute_tensor\n"
+        "d = distribute_tensor(torch.arange(12.0).reshape(3, 4), init_device_mesh('cpu', (1,)), [Shard(0)])\n"
+        "from raysleuth.model.tensors import summary\n"
+        "print(json.dumps(summary(d)))\n"
+        "dist.destroy_process_group()\n"
+    )
+    assert out["local"] is True and out["global_shape"] == [3, 4] and out["max"] == 11.0
+    assert len(out["hash"]) == 16
