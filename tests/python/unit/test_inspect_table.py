@@ -187,3 +187,40 @@ def test_the_cli_table_marks_the_rank_that_differs_and_says_why():
     assert len(marked) == 1 and marked[0].split()[3] == "2"
     assert "rank 2 grad step 4: hash differs" in text
     assert "No inspect rows yet" in format_table([])
+
+
+def test_the_outbox_sends_an_inspects_rows_and_keeps_a_light_copy_for_crash_records():
+    import threading
+
+    from raysleuth.agent.outbox import Outbox
+    from raysleuth.agent.registry import RegistryLink
+
+    calls = []
+
+    class Registry:
+        class emit:  # noqa: N801 - a Ray actor method's shape: .remote(...)
+            @staticmethod
+            def remote(*args):
+                calls.append(args)
+
+    link = RegistryLink(lambda: None, lambda: "Agent[test]")
+    link.handle = Registry()
+    box = Outbox(link, lambda: "w1", threading.Event())
+    rows = summarize("grad", np.ones(3))
+    box.record_event(
+        {"t": 1.0, "name": "inspect", "fields": {"rows": rows}}, False, keep={"t": 1.0, "name": "inspect"}
+    )
+    assert list(box.recent) == [{"t": 1.0, "name": "inspect"}]
+    box.flush_events()
+    [(wid, kind, payload)] = calls
+    assert (wid, kind) == ("w1", "events") and payload["items"][0]["fields"]["rows"] == rows
+
+
+def test_inspect_outside_ray_does_nothing_and_never_raises():
+    import raysleuth
+
+    class Exploding:
+        def __iter__(self):
+            raise RuntimeError("must not be walked without an agent")
+
+    assert raysleuth.inspect("x", Exploding()) is None
