@@ -333,3 +333,40 @@ def test_records_survive_a_broker_restart(ray_cluster, broker, client):
     assert [c["id"] for c in after] == [c["id"] for c in before]
     full = client.get(f"/v1/crashes/{before[-1]['id']}")
     assert full["frames"] is not None and full["kind"] in ("exception", "worker_died", "segfault", "oom")
+
+
+def test_a_broker_killed_with_sigkill_comes_back_with_its_records_and_points(ray_cluster, broker, client):
+    """After the graceful restart above: the broker dies without a word (SIGKILL), a new one
+    starts over the same state dir at once. Records and cluster points are intact, live agents
+    find the new registry within a bound, and a logpoint set before the kill still prints."""
+    from pathlib import Path
+
+    from raysleuth.broker.process import start_broker
+
+    survivor = new_crasher(211)
+    pid = ray.get(survivor.pid.remote())
+    wait_until(lambda: any(w["pid"] == pid and w["agent"] for w in client.workers()), 15, 0.2, "agent")
+    client.set_breakpoints(JOB, [{"line": LOCALS_LINE, "logMessage": "kept {step}"}])
+    wait_until(lambda: sum(b["armed"] for b in client.breakpoints()) >= 1, 10, 0.2, "armed")
+    records = [c["id"] for c in client.get("/v1/crashes")]
+    state_dir = Path(broker.ready["token_file"]).parent
+    broker.proc.kill()
+    broker.proc.wait(10)
+    t0 = time.monotonic()
+    fresh = start_broker(state_dir, address=ray_cluster.address_info["gcs_address"])
+    broker.proc, broker.ready = fresh.proc, fresh.ready  # the session fixture stops this one
+    client.url = fresh.http
+    started_s = time.monotonic() - t0
+    assert [c["id"] for c in client.get("/v1/crashes")] == records
+    assert [(b["line"], b["logMessage"]) for b in client.breakpoints()] == [(LOCALS_LINE, "kept {step}")]
+    wait_until(
+        lambda: any(w["pid"] == pid and w["agent"] for w in client.workers()), 20, 0.2, "re-registered"
+    )
+    back_s = time.monotonic() - t0
+    with pytest.raises(ray.exceptions.RayTaskError):
+        ray.get(survivor.fail.remote(7), timeout=30)
+    lines = wait_until(lambda: [r for r in client.get("/v1/logs") if r["message"] == "kept 7"], 10, 0.2)
+    assert lines[0]["pid"] == pid
+    print(f"broker ready {started_s:.1f} s after SIGKILL, agent back after {back_s:.1f} s")
+    client.set_breakpoints(JOB, [])
+    ray.kill(survivor)
