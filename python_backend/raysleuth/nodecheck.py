@@ -189,7 +189,7 @@ def _pause_timeouts(env=None) -> dict:
     env = env or _raylet_env
     value = env(TRAIN_HEALTH_ENV)
     hint = (
-        f"To debug longer, raise it: ray.init(runtime_env={{\"env_vars\": {{\"{TRAIN_HEALTH_ENV}\": "
+        f'To debug longer, raise it: ray.init(runtime_env={{"env_vars": {{"{TRAIN_HEALTH_ENV}": '
         '"3600"}}); for collectives, init_process_group(timeout=datetime.timedelta(hours=1)).'
     )
     if value is None or not value.strip():

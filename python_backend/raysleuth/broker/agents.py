@@ -64,6 +64,12 @@ class Agents:
             raise SleuthError("The broker is not connected to its registry yet.", "Try again in a moment.")
         return await self.registry.command.remote(worker_id, command, timeout)
 
+    async def forget(self, worker_ids: list[str]) -> int:
+        """The registry drops what it keeps for these workers (gone for good)."""
+        if self.registry is None or not worker_ids:
+            return 0
+        return await self.registry.forget.remote(worker_ids)
+
     async def set_points(self, specs: list[dict]) -> None:
         """The cluster's point set: agents get it with their next heartbeat, new workers from KV."""
         if self.registry is None:

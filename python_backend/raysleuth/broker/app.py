@@ -57,6 +57,8 @@ from raysleuth.swallow import swallowed
 log = logging.getLogger("raysleuth.broker")
 
 STATE_POLL_S = float(os.environ.get("RAYSLEUTH_STATE_POLL_S", "1.0"))
+FORGET_AFTER_S = float(os.environ.get("RAYSLEUTH_FORGET_AFTER_S", "60"))
+"""How long after a worker ended the registry still keeps its report (death records use it)."""
 """Seconds between State API snapshots (each is 4 requests of 5-20 ms)."""
 
 HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
@@ -154,6 +156,9 @@ class Broker:
                 self.take_snapshot(snap)
             else:
                 self.table.recompute()  # agents that went silent still turn stale
+            if gone := self.table.forgettable(FORGET_AFTER_S):
+                with swallowed(log, "asking the registry to forget %d ended workers", len(gone)):
+                    await self.agents.forget(gone)
             if await _wait(self._stop, STATE_POLL_S):
                 return
 

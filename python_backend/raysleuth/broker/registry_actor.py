@@ -63,6 +63,20 @@ class SleuthRegistry:
             self._bump()
         return {"ok": True}
 
+    async def forget(self, worker_ids: list[str]) -> int:
+        """Drop what is kept for workers that are gone for good (the broker asks, a while after
+        Ray said they ended): their reports, queued commands and item counters."""
+        n = 0
+        for wid in worker_ids:
+            n += self._reports.pop(wid, None) is not None
+            self._commands.pop(wid, None)
+            self._command_ready.pop(wid, None)
+            self._emit_next.pop(wid, None)
+            self._emit_held.pop(wid, None)
+        if n:
+            self._bump()
+        return n
+
     async def changes(self, since: int, timeout: float) -> dict:
         """Reports once the version passes `since`, or after `timeout` seconds anyway."""
         if self._version <= since:

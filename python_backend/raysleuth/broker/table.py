@@ -153,6 +153,18 @@ class WorkerTable:
             (x for x in (self.state.workers if self.state else []) if x["worker_id"] == worker_id), None
         )
 
+    def forgettable(self, after_s: float) -> list[str]:
+        """Workers with an agent report that ended more than `after_s` ago (Ray says so, or they
+        said goodbye): the registry need not keep their reports any more. Ray's own record of
+        them still lists them as exited."""
+        now = self.clock()
+        reported = {r.get("id") for r in self.reports}
+        return [
+            w.id
+            for w in self._workers
+            if w.id in reported and w.state == "exited" and w.last_seen and now - w.last_seen > after_s
+        ]
+
     def counts(self) -> dict:
         live = [w for w in self._workers if w.live]
-        return {"workers": len(live), "agents": sum(1 for w in live if w.agent)}
+        return {"workers": len(live), "agents": sum(1 for w in live if w.agent), "reports": len(self.reports)}

@@ -82,6 +82,20 @@ def test_a_paused_worker_shows_since_when_and_the_nearest_timeout_that_ends_it(t
     assert table.get("w1").paused_since == NOW + 5 and table.get("w1").deadline is None  # a new pause
 
 
+def test_reports_of_workers_ended_long_enough_ago_can_be_forgotten(tmp_path):
+    now = [NOW]
+    table = WorkerTable(EventHub(), CrashStore(tmp_path), GpuHistory(), clock=lambda: now[0])
+    table.take_reports(
+        [report("live", 1, received=NOW), report("bye", 2, received=NOW, goodbye={"reason": "exit"})]
+    )
+    assert table.forgettable(30) == []
+    now[0] += 31  # "live" heartbeats on; "bye" said goodbye 31 s ago
+    table.take_reports(
+        [report("live", 1, received=now[0]), report("bye", 2, received=NOW, goodbye={"reason": "exit"})]
+    )
+    assert table.forgettable(30) == ["bye"] and table.counts()["reports"] == 2
+
+
 def test_a_link_that_holds_a_worker_stopped_shows_it_paused_there(tmp_path):
     table, hub, _ = make_table(tmp_path)
     table.take_reports([report("w1", 11, rank=0)])
@@ -136,7 +150,7 @@ def test_ray_debugger_ports_come_from_paused_live_workers_only(tmp_path):
         None,
         None,
     )
-    assert table.ray_record("b")["pid"] == 2 and table.counts() == {"workers": 2, "agents": 0}
+    assert table.ray_record("b")["pid"] == 2 and table.counts() == {"workers": 2, "agents": 0, "reports": 0}
 
 
 def test_timeline_numbers_entries_and_filters_by_name():
