@@ -57,9 +57,10 @@ from raysleuth.swallow import swallowed
 log = logging.getLogger("raysleuth.broker")
 
 STATE_POLL_S = float(os.environ.get("RAYSLEUTH_STATE_POLL_S", "1.0"))
+"""Seconds between State API snapshots (each is 4 requests of 5-20 ms)."""
+
 FORGET_AFTER_S = float(os.environ.get("RAYSLEUTH_FORGET_AFTER_S", "60"))
 """How long after a worker ended the registry still keeps its report (death records use it)."""
-"""Seconds between State API snapshots (each is 4 requests of 5-20 ms)."""
 
 HOLD_S = float(os.environ.get("RAYSLEUTH_POSTMORTEM_HOLD", "120"))
 """How long a crashed worker waits for an attach while a client watches the stream."""
