@@ -63,17 +63,28 @@ async function openAt(page: Page, file: string, line: number): Promise<void> {
   await palette(page, "Go to File...");
   const input = page.locator(".quick-input-widget input");
   await input.fill(file);
-  await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: 10_000 });
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(file) }).first().waitFor({ timeout: 10_000 });
+  await page.waitForTimeout(300); // the list settles on the typed path's entry
   await page.keyboard.press("Enter");
   await page.locator(".tabs-container .tab.active", { hasText: path.basename(file) }).waitFor({ timeout: 20_000 });
   await goToLine(page, line);
 }
 
 async function goToLine(page: Page, line: number): Promise<void> {
-  const input = await openPalette(page);
-  await input.fill(`:${line}`);
-  await page.keyboard.press("Enter");
-  await page.locator(".statusbar").getByText(new RegExp(`Ln ${line}, Col \\d+`)).waitFor({ timeout: 10_000 });
+  const where = page.locator(".statusbar").getByText(new RegExp(`Ln ${line}, Col \\d+`));
+  // ":N" in Quick Open, then Enter once its go-to-line entry has taken the text (retried: on a
+  // loaded machine an Enter that comes too soon goes nowhere).
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const input = await openPalette(page);
+    await input.fill(`:${line}`);
+    await page.waitForTimeout(300);
+    await page.keyboard.press("Enter");
+    if (await where.waitFor({ timeout: 5_000 }).then(() => true, () => false)) {
+      return;
+    }
+    await page.keyboard.press("Escape");
+  }
+  throw new Error(`Go to line ${line} did not put the cursor there`);
 }
 
 /** The active editor's rendered line that holds `text`. */
