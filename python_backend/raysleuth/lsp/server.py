@@ -203,8 +203,9 @@ class SleuthLanguageService:
                 self._lens_key = key
                 self.refresh_lenses()
         if kind in ("workers", "breakpoints"):
-            for uri in list(self.docs):
-                self.publish(uri)
+            for uri, doc in list(self.docs.items()):
+                if kind == "breakpoints" or doc.editor_breakpoints or self.live.breakpoints:
+                    self.publish(uri)  # rank checks read the live ranks; nothing else does
 
     def _lens_state(self) -> object:
         """What lens titles depend on: a refresh only when this changes (not per heartbeat)."""
