@@ -91,6 +91,11 @@ def inspect(name: str, value, step: int | None = None) -> None:
         _inspect_calls[name] = calls + 1
         if step is None:
             step = calls
+        elif not isinstance(step, (int, float, str)):  # a numpy or torch scalar: a number on the wire
+            try:
+                step = int(step)
+            except (TypeError, ValueError):
+                step = str(step)
         rows = summarize(name, value)
         t = time.time()
         fields = {"name": name, "step": step, "rank": resolve_rank().rank}
