@@ -24,7 +24,6 @@ from lsp_helpers import (
 from lsprotocol import types as T
 from pytest_lsp import LanguageClient
 
-pytest.importorskip("pygls")
 
 EMPTY_STATE = tempfile.mkdtemp(prefix="rs-lsp-nobroker-")
 """A state dir with no broker.json: the server finds no broker."""
