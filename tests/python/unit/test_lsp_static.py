@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-import pytest
 import pytest_lsp
 from lsp_helpers import (
     LSP_FIXTURES,
@@ -23,7 +22,6 @@ from lsp_helpers import (
 )
 from lsprotocol import types as T
 from pytest_lsp import LanguageClient
-
 
 EMPTY_STATE = tempfile.mkdtemp(prefix="rs-lsp-nobroker-")
 """A state dir with no broker.json: the server finds no broker."""
