@@ -7,13 +7,14 @@ when the program already did: `sys.modules`), never logs or prints (a failure is
 `error`), and never copies a tensor's data to the host: every statistic is computed by the
 tensor's own library on its own device, and only the numbers leave it.
 
-Cost, measured here (bench/inspect_cost.py, 2 cores, torch CPU): about three passes over the
-data for the statistics (sum, L2 norm, min/max) and two for the hash (row and column sums of the
-raw 64-bit words), so a 10M-element float32 tensor costs a few times one
-`torch.linalg.vector_norm`; NaN/Inf are counted, and the standard deviation recomputed, only
-when the cheap passes say they must be. Integer and bool data are summed through a float64 copy.
-A collection (a state_dict, `model.parameters()`, an optimizer's state) gives one row per entry,
-at most MAX_ENTRIES.
+Cost (bench/inspect_cost.py; the arithmetic is in tensor_math.py): about three passes over the
+data for the statistics (sum, dot product, min/max) and two for the hash (row and column sums of
+the raw 64-bit words): a 10M-element float32 CPU tensor took 4.4 ms here with torch's 2 threads
+and 8.7 ms with one, against 1.0-1.2 ms for one `torch.linalg.vector_norm` (4-7x). NaN/Inf are
+counted, and the standard deviation recomputed, only when the cheap passes say they must be;
+integer and bool data are summed through a float64 copy. A collection (a state_dict,
+`model.parameters()`, an optimizer's state) gives one row per entry, at most MAX_ENTRIES: a
+100-tensor state_dict of 3.3M numbers took 6 ms.
 """
 
 from __future__ import annotations
