@@ -181,3 +181,18 @@ def test_a_dtensor_is_summarized_by_its_local_shard_without_a_collective():
     )
     assert out["local"] is True and out["global_shape"] == [3, 4] and out["max"] == 11.0
     assert len(out["hash"]) == 16
+
+
+@needs_torch
+def test_torch_and_numpy_hash_alike_for_odd_sizes_views_and_small_dtypes():
+    import torch
+
+    torch.manual_seed(1)
+    for t in (
+        torch.randn(100_003),  # a 4-byte tail after the 64-bit words
+        torch.randn(5),
+        torch.ones(3, dtype=torch.bool),
+        torch.arange(7, dtype=torch.int16),
+        torch.randn(3, 5)[:, 1:3],  # a view: hashed as its contiguous copy
+    ):
+        assert summary(t)["hash"] == summary(t.numpy())["hash"], t.dtype
