@@ -17,12 +17,11 @@ import math
 HASH_COLUMNS = 4096
 """The hash views the raw data as 64-bit words in rows of this many: row and column sums."""
 
-STATS = ("mean", "std", "min", "max", "norm", "nan", "inf", "hash")
-"""The statistics of a row, in the order tables show them."""
-
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
 _weights_cache: dict = {}
+"""The hash's position weights per (length, salt, library, device): at most 64 vectors, the
+longest as long as a tensor's rows of HASH_COLUMNS words (1/4096 of its size)."""
 
 
 def describe(value) -> dict:

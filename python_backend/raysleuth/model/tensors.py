@@ -31,9 +31,6 @@ MAX_ENTRIES = 512
 MAX_DEPTH = 6
 """How deep nested dicts and lists are walked for entries."""
 
-STATS = ("mean", "std", "min", "max", "norm", "nan", "inf", "hash")
-"""The statistics of a row, in the order tables show them."""
-
 # --- what a value is ---------------------------------------------------------------------------
 
 
