@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from helpers import local_cluster, pin_ray_env
 
 pin_ray_env(auth_mode="disabled")  # before anything imports ray: it reads these at import
+# The broker forgets ended workers' reports 20 s after Ray says they ended (60 s by default), so
+# the fault test can see the registry shrink back.
+os.environ.setdefault("RAYSLEUTH_FORGET_AFTER_S", "20")
 
 
 @pytest.fixture(scope="session")
