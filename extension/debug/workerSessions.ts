@@ -26,6 +26,8 @@ export class WorkerSessionService implements vscode.Disposable {
   private parentStarting: Promise<vscode.DebugSession | undefined> | undefined;
   private readonly sessions = new Map<string, vscode.DebugSession>();
   private readonly starting = new Map<string, Promise<vscode.DebugSession | undefined>>();
+  /** Ids of worker sessions VS Code is stopping (their disconnect is on its way). */
+  private readonly stopping = new Set<string>();
   private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -41,6 +43,9 @@ export class WorkerSessionService implements vscode.Disposable {
       this.started,
       vscode.debug.onDidStartDebugSession((s) => this.sessionStarted(s)),
       vscode.debug.onDidTerminateDebugSession((s) => this.sessionEnded(s)),
+      vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
+        createDebugAdapterTracker: (session) => ({ onWillStopSession: () => this.stopping.add(session.id) }),
+      }),
       state.onDidChange(() => this.updateParent()),
     );
   }
@@ -90,15 +95,36 @@ export class WorkerSessionService implements vscode.Disposable {
     return this.parent;
   }
 
-  /** The live session whose key (see attachConfig.sessionKey) is this one. */
+  /** The live session whose key (see attachConfig.sessionKey) is this one; not one that is being stopped. */
   sessionFor(key: string): vscode.DebugSession | undefined {
-    return this.sessions.get(key);
+    const s = this.sessions.get(key);
+    return s && !this.stopping.has(s.id) ? s : undefined;
   }
 
-  /** True while the worker has a session in this window, or one is starting. */
+  /**
+   * True while the worker has a session in this window, or one is starting. A session
+   * being stopped does not count: the broker lets its worker run as soon as it disconnects,
+   * and a pause that comes before VS Code reports the session ended is a new one (issue #13).
+   */
   hasSession(workerId: string): boolean {
     const key = `worker:${workerId}`;
-    return this.sessions.has(key) || this.starting.has(key);
+    return this.sessionFor(key) !== undefined || this.starting.has(key);
+  }
+
+  /** Resolves once the session has ended (at most 10 s). */
+  private ended(session: vscode.DebugSession): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => done(), 10_000);
+      const sub = vscode.debug.onDidTerminateDebugSession((s) => s.id === session.id && done());
+      const done = () => {
+        clearTimeout(timer);
+        sub.dispose();
+        resolve();
+      };
+      if (![...this.sessions.values()].some((s) => s.id === session.id)) {
+        done();
+      }
+    });
   }
 
   /** Brings an existing session forward: VS Code has no API to focus a session, so show the Call Stack and say so. */
@@ -131,14 +157,16 @@ export class WorkerSessionService implements vscode.Disposable {
       return undefined;
     }
     const key = `worker:${worker.id}`;
-    const existing = this.sessions.get(key);
+    const existing = this.sessionFor(key);
     if (existing) {
       this.focus(existing);
       return existing;
     }
     let pending = this.starting.get(key);
     if (!pending) {
-      pending = this.startWorkerSession(worker, key).finally(() => this.starting.delete(key));
+      const w = worker;
+      const ending = this.sessions.get(key); // being stopped: the new one starts after it ended
+      pending = (ending ? this.ended(ending) : Promise.resolve()).then(() => this.startWorkerSession(w, key)).finally(() => this.starting.delete(key));
       this.starting.set(key, pending);
     }
     return pending;
@@ -284,6 +312,7 @@ export class WorkerSessionService implements vscode.Disposable {
       }
       return;
     }
+    this.stopping.delete(s.id);
     for (const [key, session] of this.sessions) {
       if (session.id === s.id) {
         this.sessions.delete(key);
