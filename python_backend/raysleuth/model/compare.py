@@ -38,10 +38,10 @@ def flag_group(rows: list[dict], rtol: float = DEFAULT_RTOL) -> None:
     """Set `differs` (bool) and `why` (text or None) on each row of one group (one per rank).
 
     A row differs when its hash is not the majority's, or its shape or dtype is not, or it has
-    an `error` where most have statistics, or (with no
-    majority hash: each rank holds other data) its norm or mean is over `rtol` away from the
-    ranks' median; the mean is measured against the larger of |mean| and the RMS, as a
-    gradient's mean sits near 0. Rows that carry only a `value` text compare that text.
+    an `error` where most have statistics, or (with no majority hash: each rank holds other
+    data) its norm or mean is over `rtol` away from the ranks' median; the mean is measured
+    against the larger of |mean| and the RMS, as a gradient's mean sits near 0. Rows that
+    carry only a `value` text compare that text.
     """
     for r in rows:
         r["differs"], r["why"] = False, None
