@@ -10,11 +10,15 @@ import { attachable } from "../cluster/workerGrouping";
  * a broker without it falls back to where and why the worker stopped.
  */
 export function pauseKey(w: WorkerInfo): string {
-  if (typeof w.paused_since === "number") {
-    return `${w.id}\u0000since ${w.paused_since}`;
-  }
   const at = w.paused_at;
-  return `${w.id}\u0000${at ? `${at.path}:${at.line}:${at.reason}` : "?"}`;
+  // The place is part of the key even with paused_since: a worker that a closed session let run
+  // can read "paused, place unknown" (Ray's State API, sampled late) and then paused at the line
+  // again under the same paused_since; that is a new pause, not the one whose session was closed.
+  const place = at ? `${at.path}:${at.line}` : "?";
+  if (typeof w.paused_since === "number") {
+    return `${w.id}\u0000since ${w.paused_since}\u0000${place}`;
+  }
+  return `${w.id}\u0000${place}:${at?.reason ?? ""}`;
 }
 
 /**
@@ -42,6 +46,8 @@ export class PauseTracker {
   private readonly seen = new Set<string>();
   /** Worker id → until when (epoch s) a pause with no place is the tail of a crash's hold. */
   private readonly holds = new Map<string, number>();
+  /** "id, paused_since" of pauses seen with a place: the same pause without one is its stale tail. */
+  private readonly placed = new Set<string>();
 
   get size(): number {
     return this.seen.size;
@@ -70,13 +76,26 @@ export class PauseTracker {
         this.seen.delete(key); // that pause is over: the next one at the same place is new
       }
     }
+    const sinceOf = (w: WorkerInfo) => `${w.id}\u0000${String(w.paused_since)}`;
+    const pausedSince = new Set(paused.filter((w) => typeof w.paused_since === "number").map(sinceOf));
+    for (const k of this.placed) {
+      if (!pausedSince.has(k)) {
+        this.placed.delete(k);
+      }
+    }
     const out: WorkerInfo[] = [];
     for (const w of paused) {
+      if (w.paused_at && typeof w.paused_since === "number") {
+        this.placed.add(sinceOf(w));
+      }
       const key = pauseKey(w);
       if (this.seen.has(key)) {
         continue;
       }
-      const holdTail = !w.paused_at && (this.holds.get(w.id) ?? 0) >= now;
+      // A pause that lost its place under the same paused_since: the worker was let go (a session
+      // closed) and Ray's State API, sampled late, still counts it paused. Not a pause to open.
+      const staleTail = !w.paused_at && this.placed.has(sinceOf(w));
+      const holdTail = staleTail || (!w.paused_at && (this.holds.get(w.id) ?? 0) >= now);
       if (hasSession(w.id) || isHeldCrash(w) || holdTail) {
         this.seen.add(key); // ending that session must not reopen one for the same pause
         continue;

@@ -343,6 +343,16 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       // The user closes the session: the worker runs on, passes the line again (the next
       // step) and pauses at the same place. That is a new pause: its session opens again
       // (issue #13, item 3: auto-attach used to remember worker + line until the worker exited).
+      // What the editor saw of rank 1 from here on (said when the second session does not come).
+      const seen: string[] = [];
+      const watch = api.state.onDidChange(() => {
+        const w = api.state.workers.find((x) => x.id === workerId);
+        const text = `${w?.state}@${w?.paused_at?.line ?? "-"} since ${w?.paused_since ?? "-"}`;
+        if (seen.at(-1) !== text) {
+          seen.push(text);
+        }
+      });
+      disposables.push(watch);
       const ended = whenEnded(s);
       await vscode.debug.stopDebugging(s);
       await ended;
@@ -357,7 +367,10 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       };
       await whileRunning(job, `rank 1 to pause again at the line, at step ${step + 1}`, again, 45_000);
       const rank1Sessions = () => started.slice(startedBefore).filter((x) => /^rank 1 · RankWorker/.test(x.name));
-      session = await whileRunning(job, "a second session for rank 1's new pause", () => rank1Sessions()[1], 30_000);
+      session = await whileRunning(job, "a second session for rank 1's new pause", () => rank1Sessions()[1], 30_000).catch((err: Error) => {
+        throw new Error(`${err.message}; rank 1 as the editor saw it: ${seen.join(" → ")}; ${api.autoAttach}; session: ${api.sessions.hasSession(workerId)}`);
+      });
+      watch.dispose();
       const reopened = session;
       await waitFor("the new session to be one autoAttach opened", () => api.autoAttach.opened.some((o) => o.id === reopened.id), 20_000);
       assert.ok(api.sessions.hasSession(workerId));

@@ -48,6 +48,15 @@ describe("Auto-attach's pauses (PauseTracker)", () => {
     assert.strictEqual(t.take([worker({ state: "paused", paused_at: AT })], none, true).length, 1);
   });
 
+  it("opens a repeat pause that the broker shows under the same paused_since, once its place went unknown in between", () => {
+    // Seen in the extension test: the session closed, the broker let the worker run, Ray's late
+    // State API sample kept it "paused" (no place), then it stopped at the line again.
+    const t = new PauseTracker();
+    assert.strictEqual(t.take([worker({ state: "paused", paused_at: AT, paused_since: 100 })], none, true).length, 1);
+    assert.strictEqual(t.take([worker({ state: "paused", paused_at: null, paused_since: 100 })], none, true).length, 0, "the stale tail: nothing to open");
+    assert.strictEqual(t.take([worker({ state: "paused", paused_at: AT, paused_since: 100 })], none, true).length, 1);
+  });
+
   it("never reopens a pause whose session was closed", () => {
     const t = new PauseTracker();
     const paused = worker({ state: "paused", paused_at: AT, paused_since: 100 });
