@@ -26,7 +26,7 @@ export class WorkerSessionService implements vscode.Disposable {
   private parentStarting: Promise<vscode.DebugSession | undefined> | undefined;
   private readonly sessions = new Map<string, vscode.DebugSession>();
   private readonly starting = new Map<string, Promise<vscode.DebugSession | undefined>>();
-  /** Ids of worker sessions VS Code is stopping (their disconnect is on its way). */
+  /** Ids of worker sessions VS Code is stopping (their disconnect or terminate request went out). */
   private readonly stopping = new Set<string>();
   private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
   private readonly disposables: vscode.Disposable[] = [];
@@ -44,7 +44,16 @@ export class WorkerSessionService implements vscode.Disposable {
       vscode.debug.onDidStartDebugSession((s) => this.sessionStarted(s)),
       vscode.debug.onDidTerminateDebugSession((s) => this.sessionEnded(s)),
       vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
-        createDebugAdapterTracker: (session) => ({ onWillStopSession: () => this.stopping.add(session.id) }),
+        // The disconnect (or terminate) request is what makes the broker let the worker run; VS
+        // Code reports the session ended only after the adapter closed, a second later or so.
+        createDebugAdapterTracker: (session) => ({
+          onWillReceiveMessage: (m: { type?: string; command?: string }) => {
+            if (m.type === "request" && (m.command === "disconnect" || m.command === "terminate")) {
+              this.stopping.add(session.id);
+            }
+          },
+          onWillStopSession: () => this.stopping.add(session.id),
+        }),
       }),
       state.onDidChange(() => this.updateParent()),
     );
