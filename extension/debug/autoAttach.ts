@@ -18,8 +18,6 @@ export class AutoAttachService implements vscode.Disposable {
   private readonly tracker = new PauseTracker();
   /** Worker sessions this service opened (tests read it). */
   readonly opened: vscode.DebugSession[] = [];
-  /** Starts one session after the other, so the Call Stack lists them by rank. */
-  private queue: Promise<unknown> = Promise.resolve();
   /** Pauses seen in the last BATCH_MS, started together by rank (all-stop pauses a job's ranks within moments). */
   private batch: WorkerInfo[] = [];
   private batchTimer: NodeJS.Timeout | undefined;
@@ -52,14 +50,14 @@ export class AutoAttachService implements vscode.Disposable {
     this.batchTimer = undefined;
     const batch = this.batch.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
     this.batch = [];
+    // Started in rank order, not one after the other: a worker paused in breakpoint() waits for
+    // its session, and a Continue All right after the pauses must find every one attached.
     for (const w of batch) {
       const where = w.paused_at ? ` at ${w.paused_at.path}:${w.paused_at.line} (${w.paused_at.reason})` : "";
       log.info(`Worker ${w.id.slice(0, 8)} paused${where}: opening its session (raySleuth.autoAttach)`);
-      this.queue = this.queue.then(() =>
-        this.sessions.attachWorker(w).then(
-          (s) => s && this.opened.push(s),
-          (e: unknown) => swallow(`Auto-attaching to worker ${w.id}`, e),
-        ),
+      this.sessions.attachWorker(w).then(
+        (s) => s && this.opened.push(s),
+        (e: unknown) => swallow(`Auto-attaching to worker ${w.id}`, e),
       );
     }
   }

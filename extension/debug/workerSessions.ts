@@ -188,16 +188,10 @@ export class WorkerSessionService implements vscode.Disposable {
       void vsapi.showInformationMessage("Ray Sleuth: no paused worker without a debug session.");
       return [];
     }
-    // One after the other, lowest rank first: the Call Stack lists sessions in the order they start.
+    // Started in rank order (the Call Stack lists sessions in the order they start), all at once.
     paused.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
-    const sessions: vscode.DebugSession[] = [];
-    for (const w of paused) {
-      const s = await this.attachWorker(w);
-      if (s) {
-        sessions.push(s);
-      }
-    }
-    return sessions;
+    const sessions = await Promise.all(paused.map((w) => this.attachWorker(w)));
+    return sessions.filter((s): s is vscode.DebugSession => s !== undefined);
   }
 
   private workerOf(target: AttachTarget): WorkerInfo | undefined {
