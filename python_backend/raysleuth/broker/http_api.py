@@ -27,6 +27,10 @@ KEEPALIVE_S = 15.0
 """Seconds between comment lines on an idle stream, so proxies and clients keep it open."""
 
 
+class TooLarge(BadRequest):
+    status = 413
+
+
 def _error(status: int, message: str, hint: str | None) -> web.Response:
     return web.json_response({"error": message, "hint": hint}, status=status)
 
@@ -169,6 +173,11 @@ def make_app(svc: Services) -> web.Application:
     async def body_of(request: web.Request) -> dict:
         try:
             body = await request.json()
+        except web.HTTPRequestEntityTooLarge as exc:  # found by the fuzz tests (#16): was "not JSON"
+            raise TooLarge(
+                f"The body is too large: {exc.text}",
+                "Send less: a file's breakpoints, one expression.",
+            ) from None
         except Exception:  # noqa: BLE001 - any unparsable body is the client's error
             raise BadRequest(
                 "The body is not JSON.", "Send a JSON object with Content-Type: application/json."

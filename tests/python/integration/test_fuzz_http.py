@@ -1,0 +1,407 @@
+"""Fuzzed HTTP against the live broker (issue #16): bad JSON, wrong types in every body field of
+every route, huge and deeply nested bodies, bad paths and query strings, slow and half-closed
+clients. Each gets a 4xx JSON {error, hint} (or, for bytes that are not HTTP at all, a 4xx or a
+closed connection): never a 5xx, never a hang; the broker answers the next good request and its
+memory stays bounded.
+
+Hypothesis generates the inputs; the seed is printed: replay with RAYSLEUTH_FUZZ_SEED=<seed>.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import socket
+import threading
+import time
+from urllib.parse import quote, urlsplit
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from wire import (
+    broker_connections,
+    broker_rss_mb,
+    fuzz_seed,
+    http_exchange,
+    http_request,
+    read_until_closed,
+    send_quietly,
+    shut_write,
+)
+
+SEED = fuzz_seed()
+COUNT: collections.Counter = collections.Counter()
+"""Fuzzed requests sent, per kind (the test asserts at least 500 in all)."""
+
+RSS_GROWTH_MB = 40.0
+"""Bound on the broker's RSS growth over the whole run. The largest body it takes is 1 MiB
+(aiohttp's client_max_size) and it reads one body per request, so a broker that frees what it
+reads grows by what its allocators keep for reuse (a few MB); one that kept each request would
+grow by far more (over 100 huge bodies alone are sent)."""
+
+
+def fuzz(n: int):
+    """Hypothesis settings for one generator: `n` examples from the printed seed, no deadline
+    (the machine is shared), nothing stored between runs."""
+
+    def wrap(fn):
+        return seed(SEED)(
+            settings(
+                max_examples=n,
+                deadline=None,
+                database=None,
+                print_blob=True,
+                suppress_health_check=list(HealthCheck),
+            )(fn)
+        )
+
+    return wrap
+
+
+# --- what a route accepts, so each field can be given the wrong thing ---------------------------
+
+SAFE_BP = {"line": 3, "condition": "x > 1", "hitCondition": ">2", "logMessage": "x={x}", "ranks": [-5]}
+ROUTES = {
+    # route: a valid body (that touches no real worker: ranks and ids match none)
+    ("PUT", "/v1/breakpoints"): {"path": "/fuzz/a.py", "owner": "fuzz", "breakpoints": [SAFE_BP]},
+    ("POST", "/v1/snapshots"): {
+        "path": "/fuzz/a.py",
+        "line": 3,
+        "condition": "x",
+        "ranks": [-5],
+        "count": 1,
+        "expressions": ["x"],
+        "owner": "fuzz",
+        "root": "/fuzz",
+    },  # fmt: skip
+    ("POST", "/v1/evaluate"): {"expression": "1 + 1", "ranks": [-5], "workers": ["zz-none"]},
+    ("POST", "/v1/continue"): {"ranks": [-5], "workers": ["zz-none"]},
+    ("POST", "/v1/pause"): {"ranks": [-5], "workers": ["zz-none"]},
+    ("PUT", "/v1/settings"): {"all_stop": False},
+    ("PUT", "/v1/stacks/watch"): {"interval": 3600, "samples": 3},
+}
+FIELDS = [(route, field) for route, body in ROUTES.items() for field in body] + [
+    (("PUT", "/v1/breakpoints"), f"breakpoints.0.{f}") for f in SAFE_BP
+]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def harmless(field: str, value):
+    """A fuzzed value of the right type must still touch no real worker, nor run a fast watch."""
+    name = field.rsplit(".", 1)[-1]
+    if name == "workers" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ["zz-" + v for v in value]
+    if name == "ranks" and isinstance(value, list):
+        return [-1000 - abs(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    if name == "interval" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return 3600
+    return value
+
+
+def with_field(body: dict, field: str, value) -> dict:
+    body = json.loads(json.dumps(body))
+    *where, last = field.split(".")
+    target = body
+    for key in where:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    target[last] = value
+    return body
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def check_app_reply(reply, what: str) -> None:
+    """A request that is valid HTTP: a 2xx, or a 4xx with the contract's JSON error."""
+    assert reply.status is not None, f"{what}: the broker closed without an answer (seed {SEED})"
+    assert reply.status < 500, f"{what}: {reply.status} {reply.body[:500]!r} (seed {SEED})"
+    if reply.status >= 400:
+        err = reply.json()
+        assert isinstance(err, dict) and err.get("error") and "hint" in err, (
+            f"{what}: {reply.status} without a JSON error: {reply.body[:300]!r} (seed {SEED})"
+        )
+
+
+def check_protocol_reply(reply, what: str) -> None:
+    """Bytes that may not be HTTP: never a 5xx (aiohttp's parser answers in text), or a close.
+    Some are valid after all (`GET http://x/v1/status`, the absolute form): those get a 2xx."""
+    assert reply.status is None or reply.status < 500, (
+        f"{what}: {reply.status} {reply.body[:300]!r} (seed {SEED})"
+    )
+
+
+@pytest.fixture(scope="module")
+def http(broker):
+    parts = urlsplit(broker.http)
+    return (parts.hostname, parts.port), broker.token
+
+
+def still_serving(addr, token) -> None:
+    reply = http_exchange(addr, http_request("GET", "/v1/status", token), timeout=5.0)
+    assert reply.status == 200 and reply.json()["version"], f"the broker stopped serving (seed {SEED})"
+
+
+def test_fuzzed_http_gets_4xx_json_never_5xx_nor_a_hang(broker, http):
+    addr, token = http
+    print(f"fuzz seed: {SEED} (replay with RAYSLEUTH_FUZZ_SEED={SEED})")
+    before = listings(addr, token)
+    for _ in range(30):  # warm up: the first requests allocate what every later one reuses
+        still_serving(addr, token)
+    rss0, conns0 = broker_rss_mb(broker.proc.pid), broker_connections(broker.proc.pid)
+    try:
+        run_all(addr, token)
+    finally:
+        restore(addr, token, before)
+    still_serving(addr, token)
+    rss1 = broker_rss_mb(broker.proc.pid)
+    total = sum(COUNT.values())
+    print(f"fuzzed HTTP requests: {total} {dict(COUNT)}; broker RSS {rss0:.1f} -> {rss1:.1f} MB")
+    assert total >= 500, dict(COUNT)
+    assert rss1 - rss0 <= RSS_GROWTH_MB, f"RSS {rss0:.1f} -> {rss1:.1f} MB (seed {SEED})"
+    from helpers import wait_until
+
+    wait_until(
+        lambda: broker_connections(broker.proc.pid) <= conns0 + 5,
+        10,
+        message="the broker to close the fuzzed connections",
+    )
+
+
+def run_all(addr, token) -> None:
+    @fuzz(120)
+    @given(route=st.sampled_from(sorted(ROUTES)), raw=bad_json(), ctype=content_types())
+    def bad_json_bodies(route, raw, ctype):
+        method, path = route
+        reply = http_exchange(addr, http_request(method, path, token, raw, ctype))
+        COUNT["bad json"] += 1
+        check_app_reply(reply, f"{method} {path} {raw[:80]!r}")
+        if reply.status is not None:
+            assert reply.status >= 400, f"{method} {path} took {raw[:80]!r} (seed {SEED})"
+
+    @fuzz(220)
+    @given(where=st.sampled_from(FIELDS), value=json_values, extra=st.booleans())
+    def wrong_types(where, value, extra):
+        (method, path), field = where
+        body = with_field(ROUTES[(method, path)], field, harmless(field, value))
+        if extra:
+            body["zz_unknown"] = value
+        raw = json.dumps(body).encode()
+        reply = http_exchange(addr, http_request(method, path, token, raw, JSON))
+        COUNT["wrong types"] += 1
+        check_app_reply(reply, f"{method} {path} {raw[:200]!r}")
+
+    @fuzz(30)
+    @given(
+        route=st.sampled_from(sorted(ROUTES)),
+        shape=st.sampled_from(["string", "array", "nested", "dict-nested"]),
+        size=st.integers(1, 3 * 2**20),
+    )
+    def huge_and_nested(route, shape, size):
+        method, path = route
+        raw = huge_body(shape, size)
+        reply = http_exchange(addr, http_request(method, path, token, raw, JSON), timeout=20)
+        COUNT["huge or nested"] += 1
+        check_app_reply(reply, f"{method} {path} {shape} of {len(raw)} bytes")
+        if len(raw) > 2**20:  # aiohttp's client_max_size
+            assert reply.status == 413, f"{method} {path}: {len(raw)} bytes got {reply.status} (seed {SEED})"
+
+    @fuzz(130)
+    @given(method=methods(), target=targets(), auth=st.booleans())
+    def bad_paths_and_queries(method, target, auth):
+        data = http_request(method, target, token if auth else "wrong-" + token)
+        reply = http_exchange(addr, data)
+        COUNT["paths and queries"] += 1
+        if method in KNOWN_METHODS and is_plain_origin_form(target):
+            check_app_reply(reply, f"{method} {target!r}")
+            if not auth:
+                assert reply.status == 401, f"{method} {target!r} without the token: {reply.status}"
+        else:
+            check_protocol_reply(reply, f"{method} {target!r}")
+
+    @fuzz(40)
+    @given(garbage=st.binary(min_size=1, max_size=300))
+    def not_http_at_all(garbage):
+        if garbage.startswith(b"Content-Length:"):
+            return  # that is a DAP session on the shared port (test_fuzz_dap)
+        reply = http_exchange(addr, garbage, shut=True)
+        COUNT["not http"] += 1
+        check_protocol_reply(reply, f"{garbage[:80]!r}")
+
+    @fuzz(40)
+    @given(route=st.sampled_from(sorted(ROUTES)), cut=st.floats(0.0, 0.99), lie=st.integers(0, 10**9))
+    def half_closed(route, cut, lie):
+        method, path = route
+        body = json.dumps(ROUTES[route]).encode()
+        data = http_request(method, path, token, body, JSON)
+        if lie:  # the client promises more body than it ever sends
+            data = data.replace(b"Content-Length: %d" % len(body), b"Content-Length: %d" % (len(body) + lie))
+        else:
+            data = data[: int(len(data) * cut)]
+        reply = http_exchange(addr, data, shut=True)
+        COUNT["half closed"] += 1
+        check_protocol_reply(reply, f"{method} {path} cut at {cut:.2f}, lie {lie}")
+        assert reply.status is None or reply.status >= 400, f"{method} {path} half sent: {reply.status}"
+
+    for gen in (bad_json_bodies, wrong_types, huge_and_nested, bad_paths_and_queries, not_http_at_all):
+        gen()
+        still_serving(addr, token)
+    half_closed()
+    slow_clients_do_not_hold_up_others(addr, token)
+    still_serving(addr, token)
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def is_plain_origin_form(target: str) -> bool:
+    """A target aiohttp's parser takes and routes (the middleware answers): `/path?query` in
+    printable ASCII, under its 8 KiB line limit. Other forms (`*`, absolute URLs, raw bytes) are
+    answered by the parser itself, in text."""
+    return (
+        target.startswith("/") and target.isascii() and target.isprintable() and " " not in target
+        and len(target) < 8000
+    )  # fmt: skip
+
+
+def content_types():
+    return st.sampled_from(
+        [JSON, {}, {"Content-Type": "text/plain"}, {"Content-Type": "application/json; charset=latin-1"}]
+    )
+
+
+def bad_json():
+    not_json = st.binary(max_size=200).filter(lambda b: not _is_json_object(b))
+    cut = st.builds(
+        lambda body, frac: json.dumps(body).encode()[: max(1, int(len(json.dumps(body)) * frac))],
+        st.sampled_from(list(ROUTES.values())),
+        st.floats(0.0, 0.95),
+    )
+    non_object = json_values.filter(lambda v: not isinstance(v, dict)).map(lambda v: json.dumps(v).encode())
+    return st.one_of(not_json, cut, non_object, st.just(b""), st.just(b"\xff\xfe{}"))
+
+
+def _is_json_object(raw: bytes) -> bool:
+    try:
+        return isinstance(json.loads(raw), dict)
+    except ValueError:
+        return False
+
+
+def huge_body(shape: str, size: int) -> bytes:
+    if shape == "string":
+        return b'{"path": "/' + b"a" * size + b'", "breakpoints": []}'
+    if shape == "array":
+        return b'{"breakpoints": [' + b"1," * (size // 2) + b"1]}"
+    if shape == "nested":
+        depth = min(size, 500_000)
+        return b"[" * depth + b"]" * depth
+    depth = 1 + size % 950  # parseable: deep, but inside Python's recursion limit
+    return (
+        b'{"path": "/fuzz/a.py", "breakpoints": [{"line": 1, "condition": '
+        + (b'{"a": ' * depth + b"1" + b"}" * depth)
+        + b"}]}"
+    )
+
+
+KNOWN_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+"""Methods aiohttp's parser passes on to the router; it answers others (`A`, `FOO`) itself."""
+
+
+def methods():
+    return st.sampled_from(KNOWN_METHODS) | st.text(
+        alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=8
+    )
+
+
+QUERY_ROUTES = [
+    "/v1/workers", "/v1/workers/{id}", "/v1/workers/{id}/logs", "/v1/events", "/v1/logs",
+    "/v1/inspect", "/v1/snapshots/{id}", "/v1/crashes/{id}", "/v1/breakpoints",
+    "/v1/stacks", "/v1/gpu", "/v1/nodes", "/v1/doctor", "/v1/{id}", "/{id}", "/v2/workers",
+]  # fmt: skip
+QUERY_KEYS = ["offset", "max", "stream", "since", "name", "step", "rtol", "owner", "job", "ranks",
+              "native", "timeout"]  # fmt: skip
+
+
+def targets():
+    """Request targets: real routes with fuzzed ids and query strings, and raw junk."""
+
+    def build(route, wid, params, quoted):
+        path = route.replace("{id}", quote(wid, safe="") if quoted else wid)
+        if params:
+            q = "&".join(f"{quote(k, safe='') if quoted else k}={quote(v, safe='') if quoted else v}"
+                         for k, v in params)  # fmt: skip
+            path += "?" + q
+        return path
+
+    pairs = st.lists(
+        st.tuples(st.sampled_from(QUERY_KEYS) | st.text(max_size=5), st.text(max_size=30)), max_size=4
+    )
+    routed = st.builds(build, st.sampled_from(QUERY_ROUTES), st.text(max_size=40), pairs, st.booleans())
+    junk = st.text(max_size=60).map(lambda t: "/" + t) | st.sampled_from(
+        ["*", "//", "/v1/../v1/status", "/%zz", "/v1/workers/%00", "/" + "a" * 9000, "http://x/v1/status"]
+    )
+    return routed | junk
+
+
+def listings(addr, token) -> dict:
+    def get(path):
+        return http_exchange(addr, http_request("GET", path, token)).json()
+
+    return {
+        "breakpoints": get("/v1/breakpoints"),
+        "snapshots": get("/v1/snapshots"),
+        "settings": get("/v1/settings"),
+    }
+
+
+def restore(addr, token, before: dict) -> None:
+    """Undo what fuzzed bodies that happened to be valid set: points, snapshots, settings, watch."""
+    had = {(b["path"], b.get("owner")) for b in before["breakpoints"]}
+    now = listings(addr, token)
+    for path, owner in {(b["path"], b.get("owner")) for b in now["breakpoints"]} - had:
+        body = json.dumps({"path": path, "owner": owner, "breakpoints": []}).encode()
+        http_exchange(addr, http_request("PUT", "/v1/breakpoints", token, body, JSON))
+    old = {s["id"] for s in before["snapshots"]}
+    for s in now["snapshots"]:
+        if s["id"] not in old:
+            http_exchange(addr, http_request("DELETE", f"/v1/snapshots/{s['id']}", token))
+    body = json.dumps({"all_stop": before["settings"]["all_stop"]}).encode()
+    http_exchange(addr, http_request("PUT", "/v1/settings", token, body, JSON))
+    http_exchange(addr, http_request("DELETE", "/v1/stacks/watch", token))
+
+
+def slow_clients_do_not_hold_up_others(addr, token) -> None:
+    """Three clients that dribble a request a few bytes at a time (and one that never ends its
+    headers) while good requests are answered at once; then the slow ones get their answers."""
+    data = http_request("PUT", "/v1/settings", token, b'{"all_stop": "maybe"}', JSON)
+    replies: list = []
+
+    def dribble():
+        with socket.create_connection(addr, timeout=10) as sock:
+            for i in range(0, len(data), 7):
+                send_quietly(sock, data[i : i + 7])
+                time.sleep(0.02)  # the client's own pace, not a wait for the broker
+            replies.append(read_until_closed(sock))
+
+    stuck = socket.create_connection(addr, timeout=10)
+    stuck.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n")  # and nothing more, for now
+    threads = [threading.Thread(target=dribble) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for _ in range(10):
+        t0 = time.monotonic()
+        still_serving(addr, token)
+        assert time.monotonic() - t0 < 2.0, "a slow client held up a good request"
+    for t in threads:
+        t.join(15)
+    COUNT["slow"] += 4
+    assert len(replies) == 3 and all(r.startswith(b"HTTP/1.1 400") for r in replies), replies
+    shut_write(stuck)
+    read_until_closed(stuck)
+    stuck.close()
