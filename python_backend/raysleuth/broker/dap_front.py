@@ -62,7 +62,7 @@ class DapSession:
         DapSession._next_id += 1
         self.id = DapSession._next_id
         self.door = door
-        self.channel = DapChannel(reader, writer, name=self, on_request=self.on_request)
+        self.channel = DapChannel(reader, writer, name=self, on_request=self.on_request, queue_events=False)
         """The client's connection: requests come to `on_request`, answers go back through it."""
         self.link = None
         self.paths = PathMapper()
@@ -316,9 +316,11 @@ class DapSession:
         """One request from the client, in arrival order; False ends the session."""
         command = request.get("command")
         handler = getattr(self, f"{command}_request", None)
-        if handler is not None:
+        if handler is not None and isinstance(request.get("arguments") or {}, dict):
             return await handler(request)
-        if self.replay is not None:
+        if not isinstance(request.get("arguments") or {}, dict):  # found by the fuzz tests (#16)
+            await self.respond(request, error=f"Ray Sleuth: {command}'s arguments must be a JSON object.")
+        elif self.replay is not None:
             await self._replay_answer(request)
         elif self.link is None:
             await self.respond(
@@ -352,9 +354,14 @@ class DapFrontDoor:
         self.leases = leases
         self.crashes = crashes
         self.agents = agents
+        self._handlers: set[asyncio.Task] = set()
+        """Every session's task, held here: once its client half-closes, nothing else refers to
+        it and the garbage collector would end it mid-answer (seen by the fuzz tests, #16)."""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         session = DapSession(self, reader, writer)
+        me = asyncio.current_task()
+        self._handlers.add(me)
         try:
             await session.run()
         except (ConnectionError, asyncio.CancelledError) as exc:
@@ -365,6 +372,7 @@ class DapFrontDoor:
             with swallowed(log, "releasing %s", session, level=logging.INFO):
                 await session.release()
             await session.channel.close("the front door closed the session")
+            self._handlers.discard(me)
 
 
 def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:

@@ -49,6 +49,12 @@ class DapTimeout(asyncio.TimeoutError):
 # --- the channel ------------------------------------------------------------------------------
 
 
+def _seq_of(msg: dict, key: str = "seq") -> int | None:
+    """A message's `seq` (or `request_seq`) when it is an integer, as DAP says; else None."""
+    seq = msg.get(key, 0)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 class _Pending:
     __slots__ = ("command", "future")
 
@@ -164,15 +170,16 @@ class DapChannel:
         except (FramingError, asyncio.IncompleteReadError) as exc:
             reason = f"bad bytes from the peer: {exc}"
             log.warning("%s: %s; closing", self, reason)
-        except (ConnectionError, OSError) as exc:
-            reason = f"the connection failed: {exc}"
-            log.info("%s: %s", self, reason)
+        except Exception as exc:  # noqa: BLE001 - a reader that dies must close, not hang (#16)
+            reason = f"the connection failed: {type(exc).__name__}: {exc}"
+            log.log(logging.INFO if isinstance(exc, OSError) else logging.ERROR, "%s: %s", self, reason)
         await self._finish(reason)
 
     async def _on_message(self, msg: dict) -> None:
         kind = msg.get("type")
         if kind == "response":
-            pending = self._pending.pop(msg.get("request_seq"), None)
+            answered = _seq_of(msg, "request_seq")
+            pending = self._pending.pop(answered, None) if answered is not None else None
             if pending is not None and not pending.future.done():
                 pending.future.set_result(msg)
             else:
@@ -192,8 +199,10 @@ class DapChannel:
         elif kind == "request":
             if self.on_request is None:
                 await self.respond(msg, error=f"{self} does not take requests ({msg.get('command')!r}).")
+            elif _seq_of(msg) is None:  # found by the fuzz tests (#16): a list here ended the reader
+                await self.respond(msg, error=f"A request's seq must be an integer, not {msg.get('seq')!r}.")
             else:
-                self._unanswered[msg.get("seq", 0)] = msg
+                self._unanswered[_seq_of(msg)] = msg
                 self._requests.put_nowait(msg)
         else:
             log.debug("%s: ignoring a message of type %r", self, kind)
@@ -209,7 +218,7 @@ class DapChannel:
             except Exception as exc:  # noqa: BLE001 - answer the client, keep the session
                 log.exception("%s: handling %r failed", self, command)
                 keep = True
-                if request.get("seq", 0) in self._unanswered:
+                if _seq_of(request) in self._unanswered:
                     await self.respond(request, error=f"{command} failed: {type(exc).__name__}: {exc}")
             if keep is False:
                 await self.close(f"ended after {command!r}")
@@ -294,16 +303,19 @@ class DapChannel:
             )
         elif body is not None:
             msg["body"] = body
-        self._unanswered.pop(request.get("seq", 0), None)
-        return await self._send_quietly(msg)
+        self._unanswered.pop(_seq_of(request), None)
+        return await self._send_quietly(msg, answer=True)
 
     async def event(self, event: str, body: dict | None = None) -> bool:
         """Send an event; False when the peer is gone."""
         return await self._send_quietly({"type": "event", "event": event, "body": body or {}})
 
-    async def _send_quietly(self, msg: dict) -> bool:
+    async def _send_quietly(self, msg: dict, answer: bool = False) -> bool:
         try:
-            await self.send(msg)
+            if answer and self.close_reason == ENDED:  # a half-close: the peer still reads (#16)
+                await self._emit(self._stamp(msg)[1])
+            else:
+                await self.send(msg)
             return True
         except ChannelClosed:
             what = msg.get("command") or msg.get("event")
@@ -388,7 +400,8 @@ class DapChannel:
                 p.future.set_exception(
                     ChannelClosed(f"{self} closed before answering {p.command!r}: {reason}", reason)
                 )
-        self._unanswered.clear()
+        if reason != ENDED:  # after a half-close, what came before it is still answered
+            self._unanswered.clear()
         self._requests.put_nowait(None)
         async with self._event_added:
             self._event_added.notify_all()

@@ -25,7 +25,10 @@ async def read_message(reader: asyncio.StreamReader) -> dict | None:
     """Read one message; None at a clean end of stream."""
     length = None
     while True:
-        line = await reader.readline()
+        try:
+            line = await reader.readline()
+        except ValueError as exc:  # asyncio's limit on one line (64 KiB): no DAP header is that long
+            raise FramingError(f"a header line over the reader's limit: {exc}") from None
         if not line:
             return None
         if line in (b"\r\n", b"\n"):
