@@ -35,6 +35,9 @@ class WorkerTable:
         """Worker id → `time` of its last report, a paused one, sent before a continue we made:
         that report is stale until the worker's next one arrives."""
         self._workers: list[Worker] = []
+        self._json: list[dict] | None = None
+        """`workers_json()`, made once per recompute: at 1,000 workers GET /v1/workers and each
+        stream event would otherwise convert every worker again (bench/registry_scale.py)."""
         self._published: list[dict] | None = None
         hub.on("link", self._on_link)
         hub.on("crash-filed", lambda _rec: self.recompute())
@@ -108,8 +111,8 @@ class WorkerTable:
             self._time_the_pause(w)
         for wid in set(self._paused_since) - {w.id for w in workers if w.state == "paused"}:
             del self._paused_since[wid]
-        self._workers = workers
-        view = comparable(workers)
+        self._workers, self._json = workers, None
+        view = comparable(self.workers_json())
         if view != self._published:
             self._published = view
             self.hub.publish("workers", self.workers_json())
@@ -129,7 +132,10 @@ class WorkerTable:
         return self._workers
 
     def workers_json(self) -> list[dict]:
-        return [w.to_json() for w in self._workers]
+        """The workers as the contract's JSON objects (shared: callers must not change them)."""
+        if self._json is None:
+            self._json = [w.to_json() for w in self._workers]
+        return self._json
 
     def get(self, worker_id: str) -> Worker | None:
         return next((w for w in self._workers if w.id == worker_id), None)

@@ -166,6 +166,6 @@ def merge_nodes(state: StateSnapshot | None, workers: list[Worker]) -> list[dict
     return sorted(nodes.values(), key=lambda n: (not n["head"], n["node_ip"] or "", n["node_id"]))
 
 
-def comparable(workers: list[Worker]) -> list[dict]:
-    """The table without timestamps, to tell whether a change is worth an event."""
-    return [dict(w.to_json(), last_seen=None) for w in workers]
+def comparable(workers: list[dict]) -> list[dict]:
+    """The table (its JSON objects) without timestamps, to tell whether a change is worth an event."""
+    return [dict(w, last_seen=None) for w in workers]
