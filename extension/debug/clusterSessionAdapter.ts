@@ -76,7 +76,9 @@ export class ClusterSessionAdapter extends DebugSession {
   }
 
   protected threadsRequest(response: DebugProtocol.ThreadsResponse): void {
-    response.body = { threads: this.children ? [{ id: GROUP_THREAD_ID, name: this.threadName }] : [] };
+    // Only while every worker session is paused: a running parent lists no thread, as it always
+    // did, so the Call Stack renders the worker sessions under it as before.
+    response.body = { threads: this.stopped ? [{ id: GROUP_THREAD_ID, name: this.threadName }] : [] };
     this.sendResponse(response);
   }
 

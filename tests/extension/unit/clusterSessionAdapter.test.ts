@@ -63,9 +63,10 @@ describe("Ray cluster session adapter", () => {
     const events = () => sent.filter((m): m is DebugProtocol.Event => m.type === "event").map((e) => [e.event, (e.body as { description?: string }).description]);
     adapter.setChildren(3, 2);
     assert.deepStrictEqual(events(), [], "one of three runs: no stop");
-    assert.deepStrictEqual(request("threads").body, { threads: [{ id: GROUP_THREAD_ID, name: "3 worker sessions, 2 paused" }] });
+    assert.deepStrictEqual(request("threads").body, { threads: [] }, "running: no thread, as before");
     adapter.setChildren(3, 3);
     assert.deepStrictEqual(events(), [["stopped", "all 3 worker sessions paused"]]);
+    assert.deepStrictEqual(request("threads").body, { threads: [{ id: GROUP_THREAD_ID, name: "3 worker sessions, 3 paused" }] });
     adapter.setChildren(3, 3);
     assert.strictEqual(events().length, 1, "told once");
     adapter.setChildren(3, 1);
