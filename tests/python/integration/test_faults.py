@@ -82,6 +82,7 @@ async def test_no_worker_and_not_the_broker_listens_beyond_loopback(broker, clie
                 continue
             listening += [(p, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
         assert any(p == pid for p, _, _ in listening), "the attached worker's debugpy listens"
+
         def loopback(ip: str) -> bool:
             addr = ipaddress.ip_address(ip)
             mapped = getattr(addr, "ipv4_mapped", None)  # a dual-stack socket: ::ffff:127.0.0.1
