@@ -169,8 +169,9 @@ def with_ranks(scope: Scope, ranks) -> Scope:
     """Narrow a scope by a breakpoint's `ranks` field (absent: unchanged)."""
     if ranks is None:
         return scope
-    try:
-        r = frozenset(int(x) for x in ranks)
-    except (TypeError, ValueError):
-        raise BadRequest(f"ranks {ranks!r} is not a list of integers", 'Send "ranks": [0, 3].') from None
+    if not isinstance(ranks, (list, tuple)) or not all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ranks
+    ):
+        raise BadRequest(f"ranks {ranks!r} is not a list of ranks (integers >= 0)", 'Send "ranks": [0, 3].')
+    r = frozenset(ranks)
     return scope._replace(ranks=r if scope.ranks is None else scope.ranks & r)

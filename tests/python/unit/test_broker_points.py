@@ -60,6 +60,11 @@ async def test_no_owner_means_api_and_clearing_one_owner_keeps_the_others(tmp_pa
         ({"path": F, "breakpoints": [{"line": 2, "condition": "[rank 1] x >"}]}, "not a Python expression"),
         ({"path": F, "owner": "x" * 100, "breakpoints": []}, "owner"),
         ({"path": F, "owner": 5, "breakpoints": []}, "owner"),
+        ({"path": F, "breakpoints": [{"line": 2, "ranks": [float("inf")]}]}, "not a list of ranks"),
+        ({"path": F, "breakpoints": [{"line": 2, "ranks": [1.5]}]}, "not a list of ranks"),
+        ({"path": F, "breakpoints": [{"line": 2, "ranks": "03"}]}, "not a list of ranks"),
+        ({"path": F, "breakpoints": [{"line": 2, "ranks": [True]}]}, "not a list of ranks"),
+        ({"path": F, "breakpoints": [{"line": 2, "ranks": [-1]}]}, "not a list of ranks"),
     ],
 )
 async def test_bad_input_is_a_bad_request_with_a_hint_and_changes_nothing(tmp_path, body, words):
