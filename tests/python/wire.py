@@ -173,7 +173,10 @@ def broker_rss_mb(pid: int) -> float:
 
 
 def broker_connections(pid: int) -> int:
-    """TCP connections the broker process holds open (listening sockets aside)."""
+    """Client connections the broker holds open on its own ports (HTTP, DAP). Its outbound ones
+    (Ray's GCS and dashboard, loopback links to workers' debugpy) come and go with other tests."""
     import psutil
 
-    return sum(1 for c in psutil.Process(pid).net_connections("tcp") if c.status != psutil.CONN_LISTEN)
+    conns = psutil.Process(pid).net_connections("tcp")
+    ports = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+    return sum(1 for c in conns if c.status != psutil.CONN_LISTEN and c.laddr.port in ports)

@@ -168,7 +168,7 @@ def test_fuzzed_http_gets_4xx_json_never_5xx_nor_a_hang(broker, http):
 
     wait_until(
         lambda: broker_connections(broker.proc.pid) <= conns0 + 5,
-        10,
+        20,
         message="the broker to close the fuzzed connections",
     )
 
