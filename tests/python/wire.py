@@ -27,6 +27,25 @@ CI_SEED = 20261203
 explores new inputs."""
 
 
+def fuzz_settings(n: int, seed_value: int):
+    """Hypothesis settings for one generator: `n` examples from the printed seed, no deadline
+    (the machine is shared), nothing stored between runs."""
+    from hypothesis import HealthCheck, seed, settings
+
+    def wrap(fn):
+        return seed(seed_value)(
+            settings(
+                max_examples=n,
+                deadline=None,
+                database=None,
+                print_blob=True,
+                suppress_health_check=list(HealthCheck),
+            )(fn)
+        )
+
+    return wrap
+
+
 def fuzz_seed() -> int:
     """`RAYSLEUTH_FUZZ_SEED` to replay a run, else CI_SEED under CI, else a new random seed
     (printed by the tests)."""

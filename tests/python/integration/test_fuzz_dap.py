@@ -16,13 +16,14 @@ from urllib.parse import urlsplit
 
 import pytest
 from helpers import dap_address, wait_until
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from wire import (
     broker_connections,
     broker_rss_mb,
     dap_frame,
     fuzz_seed,
+    fuzz_settings,
     parse_dap,
     read_until_closed,
     send_quietly,
@@ -52,18 +53,7 @@ COMMANDS = ["initialize", "attach", "launch", "configurationDone", "threads", "s
 
 
 def fuzz(n: int):
-    def wrap(fn):
-        return seed(SEED)(
-            settings(
-                max_examples=n,
-                deadline=None,
-                database=None,
-                print_blob=True,
-                suppress_health_check=list(HealthCheck),
-            )(fn)
-        )
-
-    return wrap
+    return fuzz_settings(n, SEED)
 
 
 json_values = st.recursive(

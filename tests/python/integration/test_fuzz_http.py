@@ -17,12 +17,13 @@ import time
 from urllib.parse import quote, urlsplit
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from wire import (
     broker_connections,
     broker_rss_mb,
     fuzz_seed,
+    fuzz_settings,
     http_exchange,
     http_request,
     read_until_closed,
@@ -42,21 +43,7 @@ grow by far more (over 100 huge bodies alone are sent)."""
 
 
 def fuzz(n: int):
-    """Hypothesis settings for one generator: `n` examples from the printed seed, no deadline
-    (the machine is shared), nothing stored between runs."""
-
-    def wrap(fn):
-        return seed(SEED)(
-            settings(
-                max_examples=n,
-                deadline=None,
-                database=None,
-                print_blob=True,
-                suppress_health_check=list(HealthCheck),
-            )(fn)
-        )
-
-    return wrap
+    return fuzz_settings(n, SEED)
 
 
 # --- what a route accepts, so each field can be given the wrong thing ---------------------------
