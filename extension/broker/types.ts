@@ -40,6 +40,8 @@ export interface WorkerInfo {
   /** The worker's working folder, as the worker sees it (path mapping). */
   cwd?: string | null;
   /** While paused: when the broker first saw this pause (seconds since the epoch); a new pause gets a new value. */
+  /** Ids of the cluster points armed in the worker now (its agent's last report). */
+  armed?: string[];
   paused_since?: number | null;
   /** While paused: the nearest timeout that will end the pause (absent: none known). */
   deadline?: PauseDeadline | null;

@@ -377,8 +377,13 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       assert.strictEqual(rank1Sessions().length, 2, "one session per pause, not more");
 
       // The line is passed on every step: take the breakpoint away, then continue.
+      const markerIds = (await clusterSet(fixture)).filter((b) => b.line === line).map((b) => b.id);
       vscode.debug.removeBreakpoints([bp]);
       await waitFor("the cluster set to drop the marker line", async () => !(await clusterSet(fixture)).some((b) => b.line === line), 15_000);
+      // ...and rank 1 to have dropped it too (its next heartbeat): continued before, it passes
+      // the line once more on the next step and stops there again.
+      const armedIn = async () => (await truth.getWorkers()).find((x) => x.id === workerId)?.armed ?? [];
+      await waitFor("rank 1 to disarm the line", async () => !(await armedIn()).some((id) => markerIds.includes(id)), 15_000);
       const continued = await vscode.commands.executeCommand<string[] | undefined>(Commands.continueAll);
       assert.ok(continued?.includes(workerId), `POST /v1/continue continued rank 1: ${JSON.stringify(continued)}`);
       await waitFor("rank 1 done and all done", () => job.lines.includes("rank 1 done") && job.lines.includes("all done"), 60_000).catch(async (err: Error) => {
