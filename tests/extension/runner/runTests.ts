@@ -339,6 +339,11 @@ function uiAttach(browser: Browser, port: number, workspace: string): Promise<Ou
       if ((await parentRow.getAttribute("aria-expanded").catch(() => null)) === "false") {
         await parentRow.click();
       }
+      // The row may say nothing while its twistie shows it collapsed: open that, as a user would.
+      const twistie = parentRow.locator(".monaco-tl-twistie.collapsible.collapsed");
+      if (await twistie.isVisible().catch(() => false)) {
+        await twistie.click().catch(() => undefined);
+      }
       await child.waitFor({ timeout: 2_000 }).catch(() => undefined);
     }
     await screenshot(page, "call-stack");
