@@ -43,6 +43,22 @@ class _SummaryRepr(reprlib.Repr):
         text = tensor_text(x)
         return text if text is not None else super().repr1(x, level)
 
+    def repr_bytes(self, x, level):
+        return self._cut_bytes(x, "b")
+
+    def repr_bytearray(self, x, level):
+        return self._cut_bytes(x, "bytearray(b")
+
+    def _cut_bytes(self, x, head: str) -> str:
+        # reprlib has no rule for these: it would repr all of a 1 GB buffer (seconds holding the
+        # GIL, 4 GB of text) to keep 200 characters. Only the part shown is turned into text.
+        if len(x) <= self.maxstring // 4:
+            return repr(x)
+        text = repr(bytes(x[: self.maxstring]))  # b'...': at most 4 characters a byte
+        quote, body = text[1], text[2:-1][: self.maxstring - 40]
+        tail = ")" if head != "b" else ""
+        return f"{head}{quote}{body}...{quote}{tail} <{len(x)} bytes>"
+
 
 _repr = _SummaryRepr()
 _repr.maxstring = 200

@@ -31,6 +31,11 @@ MAX_ENTRIES = 512
 MAX_DEPTH = 6
 """How deep nested dicts and lists are walked for entries."""
 
+TEXT_MAX_HOST_ELEMENTS = 1 << 24
+"""Past this many elements in host memory, `tensor_text` (crash locals, snapshot and evaluate
+reprs) gives shape and dtype only: statistics of a 1 GB uint8 array took 18 s here and a
+float64 copy of 8 GB, inside a capture that allows 200 ms a value. `summary` itself has no bound."""
+
 # --- what a value is ---------------------------------------------------------------------------
 
 
@@ -179,8 +184,18 @@ def tensor_text(value) -> str | None:
     """The summary text of a torch tensor or numpy array (None for anything else), never its
     numbers. Numpy scalars are numbers: None too (their repr is short)."""
     if _torch_tensor(value):
-        return text_of(summary(value, with_hash=False))
+        return text_of(_text_summary(value, on_host=getattr(value.device, "type", "cpu") == "cpu"))
     np = sys.modules.get("numpy")
     if np is not None and issubclass(type(value), np.ndarray):
-        return text_of(summary(value, with_hash=False), kind="ndarray")
+        return text_of(_text_summary(value, on_host=True), kind="ndarray")
     return None
+
+
+def _text_summary(value, on_host: bool) -> dict:
+    try:
+        n = int(value.numel() if _torch_tensor(value) else value.size)
+    except Exception:  # noqa: BLE001 - an odd tensor: summary() says what is wrong with it
+        n = 0
+    if on_host and n > TEXT_MAX_HOST_ELEMENTS:
+        return dict(describe(value), error=f"{n:,} elements: too many to summarize here")
+    return summary(value, with_hash=False)
