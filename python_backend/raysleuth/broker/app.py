@@ -104,6 +104,7 @@ class Broker:
         self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
         hub.on("table", lambda _: self.points.publish_listing())
+        hub.on("table", lambda _: self.timeline.note_pauses(self.table.workers()))  # stops on the timeline
         hub.on_watchers = lambda n: self.tasks.spawn(self.agents.set_watch(n > 0), "telling who watches")
 
     def __str__(self) -> str:
@@ -122,6 +123,8 @@ class Broker:
                 "ok": self.table.state is not None and api is not None and api.last_error is None,
                 "error": api.last_error if api else None,
             },
+            # What is down now, each with its error, since when and a hint; [] when all answers.
+            "degraded": [d for d in [api.degraded() if api else None] if d],
             **self.table.counts(),
             "watchers": self.hub.watchers,
             "crashes": len(self.crashes),
@@ -207,7 +210,7 @@ class Broker:
         services = Services(
             self.token, self.token_file, self.hub, self.table, self.status, self.points,
             self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
-            WorkerLogs(self.table, self.relays), self.allstop, inspections=self.inspect,
+            WorkerLogs(self.table, self.relays, self.crashes), self.allstop, inspections=self.inspect,
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()

@@ -52,6 +52,8 @@ class StateApiClient:
         self.url = dashboard_url.rstrip("/") if dashboard_url else None
         self.headers = ray_auth_headers()
         self.last_error: str | None = None if self.url else "the cluster has no dashboard"
+        self.down_since: float | None = None if self.url else time.time()
+        """When the current outage began (the first failed snapshot), or None while it answers."""
         self._session: aiohttp.ClientSession | None = None
 
     def __str__(self) -> str:
@@ -92,9 +94,32 @@ class StateApiClient:
             if msg != self.last_error:
                 log.warning("%s unreachable: %s", self, msg)
             self.last_error = msg
+            if self.down_since is None:
+                self.down_since = time.time()
             return None
+        if self.down_since is not None:
+            log.warning("%s answers again after %.0f s", self, time.time() - self.down_since)
         self.last_error = None
+        self.down_since = None
         return StateSnapshot(workers, actors, tasks, nodes, time.time())
+
+    def degraded(self) -> dict | None:
+        """What `GET /v1/status` says while the State API is down (None while it answers)."""
+        if self.last_error is None:
+            return None
+        if self.url is None:
+            hint = (
+                "Start the head with the dashboard (`ray start --head --include-dashboard=true`): "
+                "without it only workers with the agent are listed."
+            )
+        else:
+            hint = (
+                f"Ray's dashboard at {self.url} does not answer. Until it does, the broker lists "
+                "what the agents report (workers without the agent and task names are missing, "
+                "deaths are recorded once it is back) and catches up by itself. Look at the "
+                "head's dashboard.log (in the Ray session's logs folder), or run `ray status`."
+            )
+        return {"part": "state_api", "error": self.last_error, "since": self.down_since, "hint": hint}
 
     async def close(self) -> None:
         if self._session is not None:

@@ -93,6 +93,9 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
                     w.state = "paused"
             table[w.id] = w
 
+    # A snapshot older than STALE_AFTER_S (Ray's dashboard is down) no longer vouches that a
+    # worker lives: an agent that went silent meanwhile turns `exited` as it would without one.
+    vouches = state is not None and now - state.time <= STALE_AFTER_S
     for rep in reports:
         wid = rep.get("id")
         if not wid:
@@ -101,7 +104,7 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
         if own or rep.get("actor_class") in names.OWN_ACTOR_CLASSES:
             continue
         w = table.get(wid) or Worker(wid)
-        known_to_ray = wid in table
+        known_to_ray = wid in table and vouches
         for key in REPORTED:
             if rep.get(key) is not None:
                 setattr(w, key, rep[key])

@@ -80,7 +80,8 @@ def test_broker_on_token_auth_cluster_lists_agent_and_agentless_workers(token_cl
         ws = wait_until(both, timeout=15, message="both workers listed, the agent's with its rank")
         assert ws[pids[0]]["agent"] is True
         assert ws[pids[1]]["agent"] is False  # seen only through Ray's token-protected State API
-        assert client.get("/v1/status")["state_api"] == {"ok": True, "error": None}
+        status = client.get("/v1/status")
+        assert status["state_api"] == {"ok": True, "error": None} and status["degraded"] == []
         nodes = client.nodes()
         assert len(nodes) == 1 and nodes[0]["alive"]
 

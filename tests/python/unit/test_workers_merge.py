@@ -99,6 +99,19 @@ def test_silent_agent_unknown_to_ray_goes_stale():
     assert ws["w1"].state == "exited" and ws["w2"].state == "idle"
 
 
+def test_a_snapshot_from_before_the_dashboard_went_down_does_not_keep_a_silent_agent_alive():
+    """Ray's dashboard down: the last snapshot still lists w1 alive, but once that snapshot is
+    older than the stale bound it no longer vouches, and w1's silent agent turns it `exited`;
+    w2, still reporting, stays live. A fresh snapshot does vouch (a paused worker is silent)."""
+    silent = NOW - STALE_AFTER_S - 1
+    reps = [report("w1", 11, received=silent), report("w2", 12)]
+    old = StateSnapshot(workers=[sw("w1", 11), sw("w2", 12)], time=NOW - STALE_AFTER_S - 5)
+    ws = by_id(merge_workers(reps, old, NOW))
+    assert ws["w1"].state == "exited" and ws["w2"].state == "idle"
+    fresh = StateSnapshot(workers=[sw("w1", 11), sw("w2", 12)], time=NOW - 1)
+    assert by_id(merge_workers(reps, fresh, NOW))["w1"].state == "idle"
+
+
 def test_drivers_and_raysleuth_own_actors_are_hidden():
     own = actor("r1", 13, cls="SleuthRegistry", ray_namespace="raysleuth")
     state = StateSnapshot(
