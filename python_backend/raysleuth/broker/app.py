@@ -210,7 +210,7 @@ class Broker:
         services = Services(
             self.token, self.token_file, self.hub, self.table, self.status, self.points,
             self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
-            WorkerLogs(self.table, self.relays, self.crashes), self.allstop, inspections=self.inspect,
+            WorkerLogs(self.table, self.relays), self.allstop, inspections=self.inspect,
         )  # fmt: skip
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
