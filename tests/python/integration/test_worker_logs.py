@@ -62,3 +62,22 @@ def test_an_unknown_worker_is_404(client):
     with pytest.raises(SleuthError, match="No worker with id") as err:
         logs(client, "ff" * 28)
     assert err.value.status == 404
+
+
+def test_a_crashed_workers_errors_stay_readable_after_it_ended(client):
+    """The Crashes view links a record to its worker's log: the process is gone, the table lists
+    the worker as ended, and its stderr on the node is still served."""
+    a = ray.remote(num_cpus=0, max_restarts=0)(Talker)
+    a = a.options(runtime_env={"env_vars": {"RAYSLEUTH_POSTMORTEM_HOLD": "0"}}).remote()
+    pid = ray.get(a.pid.remote())
+    tag = uuid.uuid4().hex[:8]
+    with pytest.raises(ray.exceptions.RayTaskError):
+        ray.get(a.say_and_fail.remote(f"last words {tag}"))
+    mine = lambda c: (c.get("worker") or {}).get("pid") == pid  # noqa: E731
+    crash = wait_until(lambda: next(filter(mine, client.get("/v1/crashes")), None), 20, 0.2, "a crash record")
+    wid = crash["worker"]["id"]
+    ray.kill(a)
+    state = lambda: next((w["state"] for w in client.workers() if w["id"] == wid), None)  # noqa: E731
+    wait_until(lambda: state() in ("exited", "crashed"), 30, 0.2, "the worker to be listed as ended")
+    err = logs(client, wid, stream="err")
+    assert f"last words {tag}" in err["data"] and err["worker"] == wid and err["path"].endswith(".err")
