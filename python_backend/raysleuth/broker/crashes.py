@@ -90,6 +90,11 @@ def hint_for(rec: CrashRecord, restarts: int = 0) -> str:
                     " The record's cuda_memory has torch's memory summary and the largest live allocations."
                 )
             return hint
+    if kind == "worker_died" and rec.exit_type == "NODE_DIED":
+        return (
+            "The worker's node died (removed, preempted or its raylet lost) and the process with "
+            "it: look at that node's fate (`ray status`, the cloud's instance events), not the code."
+        )
     if kind == "worker_died":
         return (
             "The worker process died (RAY_ERROR_WORKER_DIED): a native crash, os._exit, or a kill "

@@ -11,12 +11,12 @@ import re
 import time
 
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.broker.workers import StateSnapshot
+from raysleuth.broker.workers import NODE_DIED, StateSnapshot
 from raysleuth.model.crash import CrashRecord
 
 log = logging.getLogger(__name__)
 
-DEATH_TYPES = {"SYSTEM_ERROR": "worker_died", "NODE_OUT_OF_MEMORY": "oom"}
+DEATH_TYPES = {"SYSTEM_ERROR": "worker_died", "NODE_OUT_OF_MEMORY": "oom", NODE_DIED: "worker_died"}
 """Ray's exit types of an unexpected death (a crash record each) and the record's kind."""
 
 FAULT_TEXT_TIMEOUT_S = 10.0

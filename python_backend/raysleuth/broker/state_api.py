@@ -14,7 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
-from raysleuth.broker.workers import StateSnapshot
+from raysleuth.broker.workers import StateSnapshot, settle_dead_nodes
 from raysleuth.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class StateApiClient:
             log.warning("%s answers again after %.0f s", self, time.time() - self.down_since)
         self.last_error = None
         self.down_since = None
-        return StateSnapshot(workers, actors, tasks, nodes, time.time())
+        return settle_dead_nodes(StateSnapshot(workers, actors, tasks, nodes, time.time()))
 
     def degraded(self) -> dict | None:
         """What `GET /v1/status` says while the State API is down (None while it answers)."""

@@ -42,6 +42,35 @@ class StateSnapshot:
     time: float = 0.0
 
 
+NODE_DIED = "NODE_DIED"
+"""The exit type `settle_dead_nodes` gives a worker whose node died under it."""
+
+
+def settle_dead_nodes(snap: StateSnapshot) -> StateSnapshot:
+    """The snapshot with every worker on a DEAD node marked dead too. Ray's worker list keeps
+    such a worker `is_alive` (the raylet that would report its end is gone with the node:
+    `Cluster.remove_node`, a preempted or lost machine), so it would stay live, or paused, here
+    for good; as a death it gets its record (exit type NODE_DIED) like any other."""
+    dead = {n.get("node_id"): n for n in snap.nodes if n.get("state") == "DEAD"}
+    if not dead:
+        return snap
+    workers = []
+    for sw in snap.workers:
+        node = dead.get(sw.get("node_id"))
+        if node is not None and sw.get("is_alive"):
+            why = (node.get("state_message") or "").strip() or "its raylet is gone"
+            sw = dict(
+                sw,
+                is_alive=False,
+                num_paused_threads=None,
+                exit_type=NODE_DIED,
+                exit_detail=f"the worker's node {sw['node_id'][:8]} died ({why}): the process went with it",
+                end_time_ms=node.get("end_time_ms") or int(snap.time * 1000),
+            )
+        workers.append(sw)
+    return StateSnapshot(workers, snap.actors, snap.tasks, snap.nodes, snap.time)
+
+
 def _own_actor(actor: dict) -> bool:
     return actor.get("class_name") in names.OWN_ACTOR_CLASSES and (
         actor.get("ray_namespace") in (None, names.NAMESPACE)

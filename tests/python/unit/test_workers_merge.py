@@ -1,6 +1,13 @@
 """Rules for merging agent reports with Ray's State API into the worker table."""
 
-from raysleuth.broker.workers import STALE_AFTER_S, StateSnapshot, merge_nodes, merge_workers
+from raysleuth.broker.workers import (
+    NODE_DIED,
+    STALE_AFTER_S,
+    StateSnapshot,
+    merge_nodes,
+    merge_workers,
+    settle_dead_nodes,
+)
 
 NOW = 1_000_000.0
 NODE = "n1" * 28
@@ -110,6 +117,27 @@ def test_a_snapshot_from_before_the_dashboard_went_down_does_not_keep_a_silent_a
     assert ws["w1"].state == "exited" and ws["w2"].state == "idle"
     fresh = StateSnapshot(workers=[sw("w1", 11), sw("w2", 12)], time=NOW - 1)
     assert by_id(merge_workers(reps, fresh, NOW))["w1"].state == "idle"
+
+
+def test_a_worker_on_a_dead_node_is_dead_even_if_rays_worker_list_says_alive():
+    """Ray keeps a removed node's workers `is_alive` (their raylet is gone): a paused one would
+    stay paused here for good. Settled, it is exited."""
+    other = "n2" * 28
+    nodes = [
+        {"node_id": NODE, "state": "ALIVE"},
+        {"node_id": other, "state": "DEAD", "state_message": "removed", "end_time_ms": (NOW - 3) * 1000},
+    ]
+    snap = StateSnapshot(
+        workers=[sw("w1", 11), sw("w2", 12, node_id=other, num_paused_threads=1)], nodes=nodes, time=NOW
+    )
+    settled = settle_dead_nodes(snap)
+    lost = settled.workers[1]
+    assert not lost["is_alive"] and lost["exit_type"] == NODE_DIED and "removed" in lost["exit_detail"]
+    assert snap.workers[1]["is_alive"], "the snapshot given is left as it was"
+    reps = [report("w2", 12, node_id=other, state="paused", paused_at={"path": "/x.py", "line": 3})]
+    ws = by_id(merge_workers(reps, settled, NOW))
+    assert ws["w1"].state == "idle" and ws["w2"].state == "exited" and ws["w2"].paused_at is None
+    assert settle_dead_nodes(StateSnapshot(workers=[sw("w1", 11)], nodes=nodes[:1])).workers[0]["is_alive"]
 
 
 def test_drivers_and_raysleuth_own_actors_are_hidden():
