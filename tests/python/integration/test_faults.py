@@ -1,14 +1,20 @@
-"""Faults a cluster really has: many short-lived actors leave nothing behind in the broker."""
+"""Faults a cluster really has: many short-lived actors leave nothing behind in the broker; a
+crash whose locals hang in `__repr__` or weigh gigabytes is captured within its bounds."""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 
+import crash_job
 import psutil
 import pytest
 import ray
-from helpers import wait_until
+from helpers import FIXTURES, marker_line, wait_until
 from talker import Talker
+
+from raysleuth.agent import capture
 
 ROUNDS, PER_ROUND = 5, 20
 
@@ -94,3 +100,52 @@ async def test_no_worker_and_not_the_broker_listens_beyond_loopback(broker, clie
         await s.request("disconnect", {}, check=False)
         await s.close()
         ray.kill(a)
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="about crash capture, not the trigger: once, in the 3.11 run"
+)
+def test_a_crash_holding_a_hanging_repr_and_two_gigabytes_is_captured_within_bounds(client, ray_cluster):
+    """Locals of 1 GiB (a bytearray, a numpy array) and one whose `__repr__` never returns: the
+    record is filed, its capture stays within capture.py's time bound and its size small, and
+    the worker answers its next call at once (no repr left holding it)."""
+    cls = ray.remote(num_cpus=0, max_restarts=0)(crash_job.Crasher)
+    a = cls.remote(210)
+    pid = ray.get(a.pid.remote(), timeout=60)
+    wait_until(
+        lambda: any(w["pid"] == pid and w["agent"] and w["rank"] == 210 for w in client.workers()),
+        15,
+        message="the crasher's agent reported",
+    )
+    t0 = time.monotonic()
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(a.fail_holding.remote(1), timeout=120)
+    failed_after = time.monotonic() - t0
+    assert isinstance(info.value.cause, ValueError)
+    assert failed_after < 30, f"the task's error came {failed_after:.1f} s after the call"
+    t1 = time.monotonic()
+    assert ray.get(a.ok.remote(), timeout=30) == "fine"
+    assert time.monotonic() - t1 < 5, "the worker was slow to answer after its crash"
+
+    rec = wait_until(
+        lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == pid],
+        15,
+        message="the crash record",
+    )[0]
+    full = client.get(f"/v1/crashes/{rec['id']}")
+    assert rec["kind"] == "exception" and rec["exc_type"] == "ValueError"
+    assert full["capture_ms"] <= (capture.TOTAL_LIMIT_S + 0.5) * 1000, full["capture_ms"]
+    size = len(json.dumps(full))
+    assert size < capture.SOURCE_TOTAL_LIMIT + 256 * 1024, f"a record of {size} bytes"
+    top = full["frames"][0]
+    job = str(FIXTURES / "crash_job.py")
+    assert (top["path"], top["line"]) == (job, marker_line(job, "heavy-raise"))
+    gib = 1 << 30
+    assert top["locals"]["buffer"].startswith("bytearray(b'") and top["locals"]["buffer"].endswith(
+        f"<{gib} bytes>"
+    )
+    assert top["locals"]["array"] == f"ndarray[{gib}] uint8 <{gib:,} elements: too many to summarize here>"
+    assert top["locals"]["stuck"] == "<repr took over 200 ms: crash_job.WaitsInRepr>"
+    listed = next(w for w in client.workers() if w["pid"] == pid)
+    assert listed["state"] in ("running", "idle"), listed
+    ray.kill(a)

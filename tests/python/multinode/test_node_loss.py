@@ -199,7 +199,9 @@ async def test_node_removed_while_its_worker_is_paused_and_attached(cluster, bro
         removed_at = time.monotonic()
         # The session on the lost worker ends with an event, not silence.
         end = await ended(s_lost, 30)
-        assert end["event"] in ("terminated", "exited", "closed"), end
+        assert end["event"] == "terminated", end
+        said = [e["body"]["output"] for e in s_lost.events if e["event"] == "output"]
+        assert any("ended" in o for o in said), said
         ended_after = time.monotonic() - removed_at
         assert ended_after < 30
         # A request on it now fails at once with a message, or finds the connection closed.
