@@ -3,6 +3,7 @@
 // shows a notification with "Inspect"; a click opens a debug session on the
 // record: the live worker while it is held for an attach, else a read-only
 // replay of the stored stack and locals (the broker decides: attach {crash}).
+// The worker's stderr/stdout open from the notification and the row's menu.
 import * as vscode from "vscode";
 import { CRASHES_VIEW_ID, Commands, DEBUG_TYPE } from "../constants";
 import { log, swallow } from "../common/log";
@@ -90,9 +91,11 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
     const more = this.unnotified ? ` (${this.unnotified} more in the Crashes view)` : "";
     this.unnotified = 0;
     const held = c.held_until ? " It is held for you to attach." : "";
-    const pick = await this.notifier(`Ray Sleuth: ${crashLabel(c)} crashed: ${(c.message ?? "").slice(0, 120)}.${held}${more}`, "Inspect");
+    const pick = await this.notifier(`Ray Sleuth: ${crashLabel(c)} crashed: ${(c.message ?? "").slice(0, 120)}.${held}${more}`, "Inspect", "Show Errors");
     if (pick === "Inspect") {
       await this.inspect(c.id);
+    } else if (pick === "Show Errors") {
+      await vsapi.executeCommand(Commands.showWorkerErrors, c);
     }
   }
 

@@ -447,6 +447,22 @@ describe("Cluster breakpoints against the demo's real broker", () => {
       });
       assert.deepStrictEqual(lines, expected, "rank 3 only, in order");
 
+      // Issue #13, item 6: in the Logpoints channel, "[rank 3]" links to that worker's output.
+      api.logpoints.channel.show(true);
+      const channelDoc = await waitFor("the Logpoints channel's document", () =>
+        vscode.workspace.textDocuments.find((d) => d.uri.scheme === "output" && d.getText().includes(expected[2])), 15_000);
+      const links = await vscode.commands.executeCommand<vscode.DocumentLink[]>("vscode.executeLinkProvider", channelDoc.uri);
+      const link = links.find((l) => l.range.start.line === channelDoc.getText().split("\n").indexOf(expected[2]));
+      assert.ok(link?.target, `a link on "${expected[2]}": ${JSON.stringify(links.map((l) => [l.range.start.line, l.target?.toString()]))}`);
+      assert.strictEqual(link.target.scheme, "command");
+      assert.strictEqual(link.target.path, Commands.showWorkerOutput);
+      const [linked] = JSON.parse(decodeURIComponent(link.target.query)) as string[];
+      const rank3 = api.state.workers.find((w) => w.id === linked);
+      assert.strictEqual(rank3?.rank, 3, "the link names the worker of rank 3");
+      const output = await vscode.commands.executeCommand<vscode.TextDocument | undefined>(Commands.showWorkerOutput, linked);
+      assert.ok(output && output.uri.query.includes(`worker=${linked}&stream=out`), "the link opens rank 3's output");
+      await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
+
       const table = await waitFor("a captured row for ranks 0 and 2", () => {
         const t = view.table;
         return t.rows.length >= 2 && t;

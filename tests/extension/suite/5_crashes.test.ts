@@ -74,7 +74,7 @@ describe("Crashes view against the demo's real broker", function () {
       const note = shown.find((x) => x.message.includes("rank 8 · Crasher"));
       assert.ok(note, `a notification: ${JSON.stringify(shown)}`);
       assert.match(note.message, /^Ray Sleuth: rank 8 · Crasher · ZeroDivisionError crashed: float division by zero\. It is held for you to attach\./);
-      assert.deepStrictEqual(note.actions, ["Inspect"]);
+      assert.deepStrictEqual(note.actions, ["Inspect", "Show Errors"]);
 
       await waitFor("Inspect to open a session on the crash", () => api.crashes.opened.length > openedBefore, 30_000);
       assert.strictEqual(api.crashes.opened[api.crashes.opened.length - 1], crash.id);
@@ -173,6 +173,13 @@ describe("Crashes view against the demo's real broker", function () {
     const item = api.crashes.getTreeItem(crash);
     assert.match(String(item.label), /^rank 7 · Crasher · ZeroDivisionError$/);
     assert.strictEqual(item.command?.command, Commands.inspectCrash);
+
+    // Issue #13, item 6: the record links to its worker's log ("Show Worker Errors" on the row).
+    const errors = await vscode.commands.executeCommand<vscode.TextDocument | undefined>(Commands.showWorkerErrors, crash);
+    assert.ok(errors, "the crashed worker's stderr opened");
+    assert.strictEqual(errors.uri.scheme, "raysleuth-log");
+    assert.match(errors.uri.query, new RegExp(`worker=${crash.worker.id ?? "?"}&stream=err`));
+    await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
 
     const session = await vscode.commands.executeCommand<vscode.DebugSession | undefined>(Commands.inspectCrash, crash.id);
     assert.ok(session, "a session opened on the record");
