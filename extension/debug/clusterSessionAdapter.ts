@@ -3,7 +3,7 @@
 // nothing and never talks to the broker; it must never fail a request it knows.
 // Its one thread stands for the worker sessions: stopped while every one of
 // them is paused (so the parent does not say Running; issue #13), and its
-// Continue / Pause act on all of them through the actions it was given.
+// Continue / Step / Pause act on all of them through the actions it was given.
 // No vscode import: @vscode/debugadapter's DebugSession speaks the protocol.
 import { ContinuedEvent, DebugSession, Response, StoppedEvent, TerminatedEvent } from "@vscode/debugadapter";
 import type { DebugProtocol } from "@vscode/debugprotocol";
@@ -11,15 +11,19 @@ import type { DebugProtocol } from "@vscode/debugprotocol";
 /** The requests this session answers; any other one needs a worker session. */
 const KNOWN = new Set(["initialize", "attach", "launch", "configurationDone", "threads", "terminate", "disconnect"]);
 /** Answered when the session was given group actions. */
-const GROUP = new Set(["stackTrace", "continue", "pause"]);
+const GROUP = new Set(["stackTrace", "continue", "pause", "next", "stepIn", "stepOut"]);
+
+/** A step of every paused worker session at once. */
+export type GroupStep = "next" | "stepIn" | "stepOut";
 
 /** The thread that stands for the worker sessions. */
 export const GROUP_THREAD_ID = 1;
 
-/** What Continue and Pause on the parent do: act on every worker session under it. */
+/** What Continue, Step and Pause on the parent do: act on every worker session under it. */
 export interface ClusterGroupActions {
   continueAll(): Promise<void>;
   pauseAll(): Promise<void>;
+  stepAll(step: GroupStep): Promise<void>;
 }
 
 export class ClusterSessionAdapter extends DebugSession {
@@ -94,6 +98,18 @@ export class ClusterSessionAdapter extends DebugSession {
 
   protected pauseRequest(response: DebugProtocol.PauseResponse): void {
     this.act(response, (g) => g.pauseAll());
+  }
+
+  protected nextRequest(response: DebugProtocol.NextResponse): void {
+    this.act(response, (g) => g.stepAll("next"));
+  }
+
+  protected stepInRequest(response: DebugProtocol.StepInResponse): void {
+    this.act(response, (g) => g.stepAll("stepIn"));
+  }
+
+  protected stepOutRequest(response: DebugProtocol.StepOutResponse): void {
+    this.act(response, (g) => g.stepAll("stepOut"));
   }
 
   private act(response: DebugProtocol.Response, action: (g: ClusterGroupActions) => Promise<void>): void {

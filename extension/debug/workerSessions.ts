@@ -10,7 +10,7 @@ import { ClusterState } from "../cluster/clusterState";
 import { attachable } from "../cluster/workerGrouping";
 import type { BrokerAccess } from "../broker/brokerConnection";
 import { sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
-import { ClusterSessionAdapter } from "./clusterSessionAdapter";
+import { ClusterSessionAdapter, GroupStep } from "./clusterSessionAdapter";
 
 /** A Cluster view element as a command gets it (the view's own type stays with the view). */
 export interface TreeElement {
@@ -31,6 +31,8 @@ export class WorkerSessionService implements vscode.Disposable {
   private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
   private readonly disposables: vscode.Disposable[] = [];
 
+  /** Session id → the thread its last stopped event named, while it stays stopped. */
+  private readonly stoppedThread = new Map<string, number>();
   /** The parent session's in-process adapter, while it runs. */
   private clusterAdapter: ClusterSessionAdapter | undefined;
 
@@ -53,6 +55,13 @@ export class WorkerSessionService implements vscode.Disposable {
             }
           },
           onWillStopSession: () => this.stopping.add(session.id),
+          onDidSendMessage: (m: { type?: string; event?: string; body?: { threadId?: number; allThreadsContinued?: boolean } }) => {
+            if (m.type === "event" && m.event === "stopped" && typeof m.body?.threadId === "number") {
+              this.stoppedThread.set(session.id, m.body.threadId);
+            } else if (m.type === "event" && m.event === "continued" && (m.body?.allThreadsContinued !== false || m.body.threadId === this.stoppedThread.get(session.id))) {
+              this.stoppedThread.delete(session.id);
+            }
+          },
         }),
       }),
       state.onDidChange(() => this.updateParent()),
@@ -64,6 +73,7 @@ export class WorkerSessionService implements vscode.Disposable {
     const adapter = new ClusterSessionAdapter({
       continueAll: () => this.actOnChildren("continue"),
       pauseAll: () => this.actOnChildren("pause"),
+      stepAll: (step) => this.stepChildren(step),
     });
     this.clusterAdapter = adapter;
     setTimeout(() => this.updateParent(), 0); // once VS Code has the adapter
@@ -93,6 +103,25 @@ export class WorkerSessionService implements vscode.Disposable {
     }
     const reply = what === "continue" ? await client.continueWorkers({ workers }) : await client.pauseWorkers({ workers });
     log.info(`Ray cluster session: ${what} on ${workers.length} worker session(s): ${JSON.stringify(reply)}`);
+  }
+
+  /**
+   * Step Over / Into / Out on the parent, or raySleuth.stepGroup: the same step in every paused
+   * worker session under it, at once, each on the thread it stopped on. Resolves when all were
+   * sent; names the sessions whose step failed.
+   */
+  async stepChildren(step: GroupStep = "next"): Promise<void> {
+    const parent = this.parent;
+    const paused = [...this.sessions.values()].filter((s) => (!parent || s.parentSession?.id === parent.id) && this.stoppedThread.has(s.id));
+    if (paused.length === 0) {
+      throw new Error("no worker session under the Ray cluster session is paused");
+    }
+    const results = await Promise.allSettled(paused.map((s) => s.customRequest(step, { threadId: this.stoppedThread.get(s.id) })));
+    const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${paused[i].name}: ${r.reason instanceof Error ? r.reason.message : String(r.reason)}`] : []));
+    log.info(`Ray cluster session: ${step} in ${paused.length - failed.length} of ${paused.length} paused worker session(s)`);
+    if (failed.length) {
+      throw new Error(`${step} failed in ${failed.join("; ")}`);
+    }
   }
 
   toString(): string {
@@ -306,6 +335,7 @@ export class WorkerSessionService implements vscode.Disposable {
     if (s.type !== DEBUG_TYPE) {
       return;
     }
+    this.stoppedThread.delete(s.id);
     if (s === this.parent || s.id === this.parent?.id) {
       this.parent = undefined;
       this.clusterAdapter = undefined;

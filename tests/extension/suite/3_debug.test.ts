@@ -157,6 +157,15 @@ describe("Debug sessions against the demo's real broker", () => {
         return threads.threads[0]?.name === "1 worker session, 1 paused";
       }, 15_000);
 
+      // Issue #13, item 8: Step Over on the parent steps every paused worker session under it.
+      const stops = () => messages(s).filter((m) => m.dir === "fromAdapter" && m.msg.event === "stopped");
+      const stopsBefore = stops().length;
+      await parent.customRequest("next", { threadId: 1 });
+      const stepped = await waitFor("rank 1 to stop again after the group's step", () => stops().length > stopsBefore && stops().at(-1), 30_000);
+      assert.strictEqual(stepped.msg.body?.reason, "step", JSON.stringify(stepped.msg.body));
+      const after = (await session.customRequest("stackTrace", { threadId: stepped.msg.body?.threadId as number, startFrame: 0, levels: 1 })) as typeof trace;
+      assert.notStrictEqual(after.stackFrames[0]?.line, line, "the step left the breakpoint's line");
+
       // A second click on the same worker focuses its session instead of starting another.
       const again = await vscode.commands.executeCommand<vscode.DebugSession | undefined>(item.command.command, ...(item.command.arguments ?? []));
       assert.strictEqual(again?.id, session.id);

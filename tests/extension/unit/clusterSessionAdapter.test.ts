@@ -51,7 +51,7 @@ describe("Ray cluster session adapter", () => {
   });
 
   it("refuses what only a worker session can do, saying so", () => {
-    for (const command of ["evaluate", "stackTrace", "continue", "pause"]) {
+    for (const command of ["evaluate", "stackTrace", "continue", "pause", "next"]) {
       const r = request(command, {});
       assert.strictEqual(r.success, false, command);
       assert.strictEqual(r.message, `The Ray cluster session only groups worker sessions: '${command}' needs a worker session.`);
@@ -73,21 +73,27 @@ describe("Ray cluster session adapter", () => {
     assert.deepStrictEqual(events().at(-1), ["continued", undefined]);
   });
 
-  it("continues and pauses every worker session through its group actions", async () => {
+  it("continues, steps and pauses every worker session through its group actions", async () => {
     const calls: string[] = [];
     adapter.dispose();
     adapter = new ClusterSessionAdapter({
       continueAll: () => (calls.push("continue"), Promise.resolve()),
       pauseAll: () => (calls.push("pause"), Promise.resolve()),
+      stepAll: (step) => (calls.push(step), step === "stepOut" ? Promise.reject(new Error("rank 2 is not paused")) : Promise.resolve()),
     });
     adapter.onDidSendMessage((m) => sent.push(m as DebugProtocol.ProtocolMessage));
     const send = (command: string) => adapter.handleMessage({ seq: seq++, type: "request", command, arguments: { threadId: GROUP_THREAD_ID } } as DebugProtocol.Request);
-    send("continue");
-    send("pause");
+    for (const command of ["continue", "pause", "next", "stepIn", "stepOut"]) {
+      send(command);
+    }
     await new Promise((r) => setImmediate(r));
-    assert.deepStrictEqual(calls, ["continue", "pause"]);
+    assert.deepStrictEqual(calls, ["continue", "pause", "next", "stepIn", "stepOut"]);
     const responses = sent.filter((m): m is DebugProtocol.Response => m.type === "response");
-    assert.deepStrictEqual(responses.map((r) => [r.command, r.success]), [["continue", true], ["pause", true]]);
+    assert.deepStrictEqual(
+      responses.map((r) => [r.command, r.success]),
+      [["continue", true], ["pause", true], ["next", true], ["stepIn", true], ["stepOut", false]],
+    );
+    assert.match(responses.at(-1)?.message ?? "", /rank 2 is not paused/);
     assert.deepStrictEqual(request("stackTrace", { threadId: GROUP_THREAD_ID }).body, { stackFrames: [], totalFrames: 0 });
   });
 });
