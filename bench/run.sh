@@ -20,6 +20,7 @@ if [ -x "$py312" ] || command -v python3.12 >/dev/null 2>&1; then
 fi
 if [ "$name" = all ]; then
   mkdir -p "$ROOT/bench/results"
+  started=$(date +%s)
   out="$ROOT/bench/results/all-$(date +%Y%m%d-%H%M%S).jsonl"
   for script in "$ROOT"/bench/*.py; do
     b="$(basename "$script" .py)"
@@ -30,7 +31,7 @@ if [ "$name" = all ]; then
       "$py" "$script" | tee -a "$out" || echo "{\"bench\": \"$b\", \"python\": \"$("$py" -c 'import platform; print(platform.python_version())')\", \"error\": \"exit $?\", \"ok\": false}" >> "$out"
     done
   done
-  "${pythons[0]}" "$ROOT/bench/results.py" "$out" "$ROOT/bench/RESULTS.md"
+  "${pythons[0]}" "$ROOT/bench/results.py" "$out" "$ROOT/bench/RESULTS.md" "$(($(date +%s) - started))"
   exit 0
 fi
 for py in "${pythons[@]}"; do
