@@ -75,6 +75,11 @@ def bounded_repr(value) -> str:
         return f"<repr failed: {type(exc).__name__}>"
 
 
+class _GiveUp(BaseException):
+    """Raised into an abandoned repr thread: a `__repr__` looping in Python stops there instead
+    of spinning for the life of the worker (one blocked in C, on a lock, stays blocked, idle)."""
+
+
 class _ReprThread:
     """A daemon thread that turns values into bounded reprs, one job at a time."""
 
@@ -86,7 +91,24 @@ class _ReprThread:
         self.thread = threading.Thread(target=self._run, name="raysleuth-repr", daemon=True)
         self.thread.start()
 
+    def abandon(self) -> None:
+        self.abandoned = True
+        try:
+            import ctypes
+
+            ident = self.thread.ident
+            if ident is not None and self.thread.is_alive():
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(_GiveUp))
+        except Exception:  # noqa: BLE001 - no ctypes: the thread is left behind as it is
+            swallow("interrupting an abandoned repr thread")
+
     def _run(self) -> None:
+        try:
+            self._serve()
+        except _GiveUp:
+            return
+
+    def _serve(self) -> None:
         me = threading.current_thread()
         me.pydev_do_not_trace = True  # debugpy must not trace or list this thread
         me.is_pydev_daemon_thread = True
@@ -138,8 +160,8 @@ def safe_reprs(values: list, per_value_s: float = REPR_LIMIT_S, total_s: float =
         out.extend(part[: len(values) - len(out)])
         if len(out) >= len(values):
             break
-        # The value at len(out) overran (or time is up): leave its thread behind.
-        worker.abandoned = True
+        # The value at len(out) overran (or time is up): stop its thread, or leave it behind.
+        worker.abandon()
         stuck += 1
         if time.monotonic() > deadline or stuck >= MAX_STUCK:
             out.extend(["<not captured: reprs took too long>"] * (len(values) - len(out)))

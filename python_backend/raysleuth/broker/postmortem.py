@@ -73,10 +73,18 @@ class PostMortem:
             seen = wid in self._seen_alive or (wid in by_id and not by_id[wid].get("goodbye"))
             if kind is None or not seen or wid in self._deaths_done:
                 continue
-            if wid not in by_id and not any(
+            actor = any(
                 a.get("pid") == sw.get("pid") and a.get("node_id") == sw.get("node_id") for a in snap.actors
-            ):
+            )
+            if wid not in by_id and not actor:
                 continue  # an idle pool worker of no actor nor agent: nothing to look at
+            if (
+                sw.get("exit_type") == NODE_DIED
+                and not actor
+                and getattr(self.table.get(wid), "state", "idle") == "idle"
+            ):
+                self._deaths_done.add(wid)  # idle, gone with its node (a scale-down): nothing lost
+                continue
             self._deaths_done.add(wid)
             log.info("worker %s died (%s): recording it", wid[:8], sw.get("exit_type"))
             self.tasks.spawn(self.record_death(sw, by_id.get(wid)), f"recording the death of {wid[:8]}")

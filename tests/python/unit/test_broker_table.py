@@ -6,7 +6,7 @@ import asyncio
 
 from broker_fakes import FakeRelay, FakeRelays, FakeTable, worker
 
-from raysleuth.broker.crashes import CrashStore
+from raysleuth.broker.crashes import CrashStore, hint_for
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.gpu import GpuHistory
 from raysleuth.broker.inbox import Inbox
@@ -14,7 +14,7 @@ from raysleuth.broker.points import PointSet
 from raysleuth.broker.postmortem import PostMortem, describe_exit, fault_frames
 from raysleuth.broker.table import WorkerTable
 from raysleuth.broker.timeline import Timeline
-from raysleuth.broker.workers import StateSnapshot
+from raysleuth.broker.workers import NODE_DIED, StateSnapshot, settle_dead_nodes
 
 NOW = 1000.0
 
@@ -166,6 +166,21 @@ def test_timeline_numbers_entries_and_filters_by_name():
     assert b"event: log" in q.get_nowait()
 
 
+def test_timeline_has_a_stopped_and_a_resumed_entry_per_pause():
+    from types import SimpleNamespace as W
+
+    clock = [NOW]
+    tl = Timeline(EventHub(), clock=lambda: clock[0])
+    at = {"path": "/t.py", "line": 7, "reason": "breakpoint"}
+    paused = W(id="w1", rank=2, pid=11, state="paused", paused_at=at, paused_since=NOW - 1)
+    tl.note_pauses([paused, W(id="w2", rank=0, pid=12, state="running", paused_at=None, paused_since=None)])
+    tl.note_pauses([paused])  # the same pause: no second entry
+    clock[0] = NOW + 4
+    tl.note_pauses([W(id="w1", rank=2, pid=11, state="running", paused_at=None, paused_since=None)])
+    got = [(e["name"], e["rank"], e["time"], e["fields"]) for e in tl.events_since(0)]
+    assert got == [("stopped", 2, NOW - 1, at), ("resumed", 2, NOW + 4, {"seconds": 5.0})]
+
+
 class Recorder:
     def __init__(self):
         self.crashes = []
@@ -240,6 +255,25 @@ def test_deaths_that_are_no_news_get_no_record(tmp_path):
     pm.note_deaths(StateSnapshot(workers=[death("c", alive=True)]), [])
     pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
     assert len(pm.tasks) == 0 and crashes.records() == []
+
+
+async def test_a_node_death_records_the_busy_workers_it_took_not_the_idle_ones(tmp_path):
+    """`settle_dead_nodes` turns a dead node's workers into NODE_DIED deaths: one that was paused
+    or running gets a record (with a hint about the node); an idle one (a scale-down) none."""
+    hub = EventHub()
+    crashes = CrashStore(tmp_path)
+    table = FakeTable([worker("busy", rank=1, pid=7, state="paused"), worker("idle", pid=8, state="idle")])
+    pm = PostMortem(crashes, Timeline(hub), table, FakeRelays(), hub)
+    nodes = [{"node_id": "n1", "state": "ALIVE"}]
+    alive = [death("busy", alive=True, pid=7), death("idle", alive=True, pid=8)]
+    reports = [{"id": "busy", "state": "paused"}, {"id": "idle", "state": "running"}]
+    pm.note_deaths(settle_dead_nodes(StateSnapshot(workers=alive, nodes=nodes)), reports)
+    dead = [dict(nodes[0], state="DEAD", state_message="removed")]
+    pm.note_deaths(settle_dead_nodes(StateSnapshot(workers=alive, nodes=dead, time=9.0)), reports)
+    await asyncio.wait_for(pm.tasks.wait(), 5)
+    [rec] = crashes.records()
+    assert (rec.kind, rec.exit_type, rec.worker["rank"]) == ("worker_died", NODE_DIED, 1)
+    assert "removed" in rec.message and "node" in hint_for(rec)
 
 
 def test_exit_causes_in_words():

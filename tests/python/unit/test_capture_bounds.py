@@ -73,3 +73,37 @@ def test_a_hanging_repr_is_given_up_within_its_limit_and_the_rest_captured():
             m.release.set()
     finally:
         stuck.release.set()
+
+
+class SpinsInRepr:
+    """A `__repr__` that loops in Python for ever (until told to stop), counting its rounds."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.stop = False
+
+    def __repr__(self) -> str:
+        while not self.stop:
+            self.rounds += 1
+        return "stopped"
+
+
+def test_a_repr_looping_in_python_is_stopped_not_left_spinning():
+    spin = SpinsInRepr()
+    try:
+        texts, took = timed(capture.safe_reprs, [spin, 3])
+        assert texts == ["<repr took over 200 ms: test_capture_bounds.SpinsInRepr>", "3"]
+        assert took < capture.REPR_LIMIT_S + 0.5, f"{took:.2f} s"
+        left = [t for t in threading.enumerate() if t.name == "raysleuth-repr"]
+
+        def settled():
+            before = spin.rounds
+            time.sleep(0.05)  # two reads apart: the count moves only while the loop spins
+            return spin.rounds == before
+
+        deadline = time.monotonic() + 2
+        while not settled():
+            assert time.monotonic() < deadline, "the abandoned repr still spins"
+        assert len([t for t in left if t.is_alive()]) <= 1  # the fresh one for the value after
+    finally:
+        spin.stop = True
