@@ -229,7 +229,13 @@ def main() -> None:
         rss1 = psutil.Process(bpid).memory_info().rss
 
         # The registry's and the broker's load per heartbeat, over a steady window.
-        reg = [a for a in list_actors(filters=[("class_name", "=", "SleuthRegistry")]) if a.state == "ALIVE"]
+        # This cluster's address: another Ray instance on the machine makes "auto" ambiguous.
+        ours = ray.get_runtime_context().gcs_address
+        reg = [
+            a
+            for a in list_actors(address=ours, filters=[("class_name", "=", "SleuthRegistry")])
+            if a.state == "ALIVE"
+        ]
         rpid = reg[0].pid
         c0 = [ray.get(s.counts.remote()) for s in sims]
         r0, b0 = cpu_s(rpid), cpu_s(bpid)

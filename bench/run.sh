@@ -28,7 +28,12 @@ if [ "$name" = all ]; then
     for py in "${pythons[@]}"; do
       echo "=== $b on $py" >&2
       # One benchmark failing (or needing what this Python lacks) must not stop the others.
-      "$py" "$script" | tee -a "$out" || echo "{\"bench\": \"$b\", \"python\": \"$("$py" -c 'import platform; print(platform.python_version())')\", \"error\": \"exit $?\", \"ok\": false}" >> "$out"
+      rc=0
+      "$py" "$script" | tee -a "$out" || rc=$?
+      if [ "$rc" -ne 0 ]; then
+        v="$("$py" -c 'import platform; print(platform.python_version())')"
+        echo "{\"bench\": \"$b\", \"python\": \"$v\", \"error\": \"exit $rc\", \"ok\": false}" >> "$out"
+      fi
     done
   done
   "${pythons[0]}" "$ROOT/bench/results.py" "$out" "$ROOT/bench/RESULTS.md" "$(($(date +%s) - started))"
