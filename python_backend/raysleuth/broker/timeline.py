@@ -1,7 +1,8 @@
 """The cluster's timeline and logpoint lines, as the broker keeps them (bounded, oldest dropped).
 
-Timeline entries are `raysleuth.event()` records of every worker and crashes; log lines are what
-logpoints printed. Both are numbered (`seq`) so a client asks for what it has not seen.
+Timeline entries are `raysleuth.event()` records of every worker, crashes, and each pause of a
+worker (`stopped` when the table first lists it paused, `resumed` when it no longer does); log
+lines are what logpoints printed. Both are numbered (`seq`) so a client asks for what it has not seen.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class Timeline:
         self.logs: collections.deque = collections.deque(maxlen=LOGS_KEEP)
         self._event_seq = 0
         self._log_seq = 0
+        self._paused: dict[str, tuple[dict, float]] = {}
+        """Worker id → (who, when the pause began) of the workers paused now."""
 
     def add_event(self, who: dict, name, t, fields) -> dict:
         """One entry: {seq, time, name, rank, worker, pid, fields}."""
@@ -39,6 +42,21 @@ class Timeline:
         }
         self.events.append(rec)
         return rec
+
+    def note_pauses(self, workers) -> None:
+        """The worker table after a recompute: a `stopped` entry for each new pause (where and
+        why), a `resumed` one (how long it lasted) for each that ended."""
+        now = self.clock()
+        paused = {w.id: w for w in workers if w.state == "paused"}
+        for wid, w in paused.items():
+            if wid not in self._paused:
+                who = {"rank": w.rank, "worker": w.id, "pid": w.pid}
+                since = w.paused_since or now
+                self._paused[wid] = (who, since)
+                self.add_event(who, "stopped", since, dict(w.paused_at or {}))
+        for wid in [wid for wid in self._paused if wid not in paused]:
+            who, since = self._paused.pop(wid)
+            self.add_event(who, "resumed", now, {"seconds": round(max(0.0, now - since), 3)})
 
     def add_log(self, who: dict, data: dict) -> dict:
         """One logpoint line, published on the stream as a `log` event."""
