@@ -40,6 +40,11 @@ export const Commands = {
   connectRemote: "raySleuth.connectRemote",
   runDoctor: "raySleuth.runDoctor",
   openWalkthrough: "raySleuth.openWalkthrough",
+  compareAcrossRanks: "raySleuth.compareAcrossRanks",
+  showInspectTable: "raySleuth.showInspectTable",
+  showGpuMemory: "raySleuth.showGpuMemory",
+  showTimeline: "raySleuth.showTimeline",
+  exportPerfetto: "raySleuth.exportPerfetto",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
   focusStacks: `${STACKS_VIEW_ID}.focus`,

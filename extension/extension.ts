@@ -28,6 +28,10 @@ import { DoctorService } from "./views/doctorView";
 import { RemoteConnectArgs, RemoteConnectService } from "./broker/remoteConnect";
 import { WorkerLogsService } from "./views/workerLogsView";
 import { AllStopService } from "./cluster/allStop";
+import { CompareService } from "./views/comparePanel";
+import { InspectService } from "./views/inspectPanel";
+import { GpuService } from "./views/gpuPanel";
+import { TimelineService } from "./views/timelinePanel";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -54,6 +58,10 @@ export interface RaySleuthApi {
   allStop: AllStopService;
   remote: RemoteConnectService;
   doctor: DoctorService;
+  compare: CompareService;
+  inspect: InspectService;
+  gpu: GpuService;
+  timeline: TimelineService;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
@@ -85,6 +93,10 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const allStop = new AllStopService(connection);
   const remote = new RemoteConnectService(connection);
   const doctor = new DoctorService(connection);
+  const compare = new CompareService(state, (request, title) => snapshots.capture(request, title));
+  const inspect = new InspectService(connection);
+  const gpu = new GpuService(connection, state, context.extensionUri);
+  const timeline = new TimelineService(connection, context.extensionUri);
 
   context.subscriptions.push(
     channel,
@@ -106,6 +118,10 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     workerLogs,
     allStop,
     doctor,
+    compare,
+    inspect,
+    gpu,
+    timeline,
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
     vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory(() => sessions.newClusterAdapter())),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
@@ -135,6 +151,11 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.toggleAllStop, () => allStop.toggle()),
     registerCommand(Commands.connectRemote, (args) => remote.command(args as RemoteConnectArgs | undefined)),
     registerCommand(Commands.runDoctor, () => doctor.run()),
+    registerCommand(Commands.compareAcrossRanks, (args) => compare.command(args)),
+    registerCommand(Commands.showInspectTable, (args) => inspect.command(args)),
+    registerCommand(Commands.showGpuMemory, (target) => gpu.show(target)),
+    registerCommand(Commands.showTimeline, () => timeline.show()),
+    registerCommand(Commands.exportPerfetto, (target) => timeline.exportPerfetto(target)),
     registerCommand(Commands.openWalkthrough, () => vscode.commands.executeCommand("workbench.action.openWalkthrough", WALKTHROUGH_ID, false)),
     treeView.onDidChangeVisibility((e) => {
       if (e.visible && state.status === "disconnected") {
@@ -172,6 +193,10 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     allStop,
     remote,
     doctor,
+    compare,
+    inspect,
+    gpu,
+    timeline,
     get brokerClient() {
       return connection.client;
     },

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a user installs: the extension as raysleuth-<version>.vsix (vsce; esbuild
-# has bundled every npm dependency into dist/extension.js, so the .vsix needs no other
-# extension and no node_modules) and the Python side as a wheel in dist/. Both land in
+# has bundled every npm dependency into dist/extension.js, and uPlot with the chart webviews'
+# code into dist/webview/charts.js and .css, so the .vsix needs no other extension, no
+# node_modules and no network) and the Python side as a wheel in dist/. Both land in
 # dist/ (ignored). Skipped when the inputs have not changed since the last run.
 # Needs the npm packages (scripts/setup_node.sh --build-only) and .venv (scripts/setup.sh).
 set -euo pipefail
@@ -19,13 +20,13 @@ PY="${RAYSLEUTH_PACKAGE_PYTHON:-$ROOT/.venv/bin/python}"
 # Everything that ends up in either artifact: a change to any of them packages again.
 inputs_hash() {
   {
-    cat package.json .vscodeignore README.md dist/extension.js
+    cat package.json .vscodeignore README.md dist/extension.js dist/webview/charts.js dist/webview/charts.css
     find extension/media docs python_backend -type f \( -name '*.py' -o -name '*.pth' -o -name '*.toml' \
       -o -name '*.md' -o -name '*.svg' -o -name '*.png' \) -not -path '*/__pycache__/*' 2>/dev/null | sort | xargs cat || true
   } | sha256sum | cut -c1-16
 }
 
-[ -f dist/extension.js ] || npm run --silent compile
+[ -f dist/extension.js ] && [ -f dist/webview/charts.js ] || npm run --silent compile
 stamp="dist/.package-stamp"
 want="$(inputs_hash)"
 if [ -f "$VSIX" ] && [ -f "$WHEEL" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -41,7 +42,8 @@ npx --no-install vsce package --no-dependencies --skip-license --allow-missing-r
   || { cat dist/vsce.log >&2; exit 1; }
 # The .vsix must hold what the extension loads at run time, and no node_modules.
 listing="$(unzip -l "$VSIX")"
-for need in extension/package.json extension/dist/extension.js extension/extension/media/raysleuth.svg; do
+for need in extension/package.json extension/dist/extension.js extension/extension/media/raysleuth.svg \
+    extension/dist/webview/charts.js extension/dist/webview/charts.css; do
   grep -q " $need\$" <<<"$listing" || { echo "[package] $VSIX lacks $need" >&2; exit 1; }
 done
 if grep -q "node_modules/" <<<"$listing"; then

@@ -189,8 +189,9 @@ export class BrokerClient {
     return this.requestJson<{ id: string }>("POST", "/v1/snapshots", request);
   }
 
-  getSnapshot(id: string): Promise<SnapshotRow[]> {
-    return this.requestJson<SnapshotRow[]>("GET", `/v1/snapshots/${encodeURIComponent(id)}`);
+  /** A snapshot point's rows; values of its expressions flagged across workers (rtol: the broker's default). */
+  getSnapshot(id: string, rtol?: number): Promise<SnapshotRow[]> {
+    return this.requestJson<SnapshotRow[]>("GET", `/v1/snapshots/${encodeURIComponent(id)}${rtol === undefined ? "" : `?rtol=${rtol}`}`);
   }
 
   /** Stops capturing at a snapshot point and forgets its rows. */

@@ -1,5 +1,8 @@
 // The broker's public HTTP objects as the extension sees them (see
 // ARCHITECTURE.md, "HTTP API"). Types only: no vscode import, no logic.
+import type { TensorSummary } from "./telemetryTypes";
+
+export * from "./telemetryTypes";
 
 export type WorkerState = "running" | "idle" | "paused" | "crashed" | "exited";
 
@@ -236,6 +239,8 @@ export interface SnapshotRequest {
   ranks?: number[];
   count?: number;
   root?: string;
+  /** Python expressions evaluated in the frame, each recorded as a summary (tensors) or a short repr, compared across ranks. */
+  expressions?: string[];
 }
 
 export interface SnapshotFrame {
@@ -254,6 +259,10 @@ export interface SnapshotRow {
   time: number | string;
   /** Innermost frame first. */
   frames: SnapshotFrame[];
+  /** The point's expressions in this capture, one row per tensor entry (GET flags them across workers). */
+  values?: TensorSummary[];
+  /** One of `values` differs from the other workers' (GET only). */
+  differs?: boolean;
 }
 
 /** One snapshot point, as `GET /v1/snapshots` lists them. */
@@ -265,6 +274,9 @@ export interface SnapshotSummary {
   count: number | null;
   /** Rows captured so far. */
   rows: number;
+  /** Workers that have the point armed now. */
+  armed?: number;
+  expressions?: string[] | null;
 }
 
 /** Data of the `snapshot` stream event. */

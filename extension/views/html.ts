@@ -68,8 +68,11 @@ function timeText(t: number | string): string {
   return Number.isNaN(d.getTime()) ? String(t) : d.toISOString().slice(11, 23);
 }
 
-/** The panel's HTML for one snapshot point; `note` says how it captures (e.g. that it is one-shot). */
-export function snapshotHtml(title: string, table: SnapshotTable, note = ""): string {
+/**
+ * The panel's HTML for one snapshot point; `note` says how it captures (e.g. that it is one-shot);
+ * `values`: the HTML of its expressions compared across ranks (tensorHtml.ts), shown first.
+ */
+export function snapshotHtml(title: string, table: SnapshotTable, note = "", values = ""): string {
   const meta =
     (table.rows.length
       ? `${table.rows.length} capture${table.rows.length === 1 ? "" : "s"} · marked cells differ between ranks (object addresses do not count)`
@@ -97,7 +100,8 @@ export function snapshotHtml(title: string, table: SnapshotTable, note = ""): st
     .join("\n");
   return page(
     title,
-    `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div>` +
+    `<h2>${escapeHtml(title)}</h2><div class="meta">${escapeHtml(meta)}</div>${values}` +
+      (values ? "<h3>Locals of the innermost frame</h3>" : "") +
       `<div class="wide"><table><thead>${head}</thead><tbody>${body}</tbody></table></div><div class="cards">${cards}</div>`,
   );
 }

@@ -2,6 +2,8 @@
 // (POST /v1/snapshots), captured without stopping anyone; a webview shows rank ×
 // local variable of the innermost frame, filled live from `snapshot` stream
 // events (and GET /v1/snapshots/{id}), the cells that differ between ranks marked.
+// A point with expressions (Compare Across Ranks) shows their summaries first,
+// rank × statistic, flagged by the broker (tensorTable.ts).
 import * as path from "path";
 import * as vscode from "vscode";
 import { log, swallow } from "../common/log";
@@ -13,6 +15,8 @@ import { pickRanks } from "../cluster/rankPicker";
 import { formatRanks } from "../common/ranks";
 import { snapshotHtml } from "./html";
 import { SnapshotTable, snapshotRowKey, snapshotTable } from "./resultTables";
+import { TensorGroup, capturedWorkers, compareGroups } from "./tensorTable";
+import { tensorGroupsHtml } from "./tensorHtml";
 
 export const SNAPSHOT_VIEW_TYPE = "raySleuth.snapshot";
 
@@ -31,13 +35,19 @@ export class SnapshotView implements vscode.Disposable {
     readonly title: string,
     /** Captures per worker (the point's count): 1 is one-shot. */
     readonly count = 1,
+    /** Expressions the point records (compared across ranks), if any. */
+    readonly expressions: readonly string[] = [],
   ) {}
+
+  /** Workers expected to pass the line (a compare's progress), when known. */
+  expected: number | undefined;
 
   /** How the point captures, in the panel's words. */
   get note(): string {
     const workers = new Set(this.table.rows.map((r) => r.worker)).size;
     const each = this.count === 1 ? "One-shot: each worker captures once" : `Each worker captures ${this.count} times`;
-    return `${each} (${workers} worker${workers === 1 ? "" : "s"} so far); close this view to remove the point`;
+    const sofar = this.expected ? `${Math.min(workers, this.expected)} of ${this.expected} ranks so far` : `${workers} worker${workers === 1 ? "" : "s"} so far`;
+    return `${each} (${sofar}); close this view to remove the point`;
   }
 
   get rows(): SnapshotRow[] {
@@ -48,11 +58,31 @@ export class SnapshotView implements vscode.Disposable {
     return snapshotTable(this.rows, this.count);
   }
 
-  add(rows: readonly SnapshotRow[]): void {
+  /** The expressions' values, rank × statistic, one group per entry (empty without expressions). */
+  get groups(): TensorGroup[] {
+    return compareGroups(this.rows, this.count);
+  }
+
+  /** Distinct workers whose capture has the expressions' values. */
+  get captured(): number {
+    return this.expressions.length ? capturedWorkers(this.rows) : new Set(this.rows.map((r) => r.worker)).size;
+  }
+
+  /** Every row with values carries the broker's flags (GET's rows do; the stream's do not). */
+  get settled(): boolean {
+    return this.rows.every((r) => !r.values?.length || r.differs !== undefined);
+  }
+
+  /**
+   * Rows from the stream or read back; a row already shown is replaced only when `replace`
+   * (GET's rows carry the broker's flags across workers, the stream's do not).
+   */
+  add(rows: readonly SnapshotRow[], replace = false): void {
     let added = false;
     for (const r of rows) {
       const key = snapshotRowKey(r);
-      if (!this.rowsByKey.has(key)) {
+      const old = this.rowsByKey.get(key);
+      if (!old || (replace && JSON.stringify(old) !== JSON.stringify(r))) {
         this.rowsByKey.set(key, r);
         added = true;
       }
@@ -61,6 +91,11 @@ export class SnapshotView implements vscode.Disposable {
       this.render();
       this.changed.fire();
     }
+  }
+
+  /** The panel's HTML as set (tests read it). */
+  get html(): string | undefined {
+    return this.panel?.webview.html;
   }
 
   /** Closes the panel (which ends the snapshot point). */
@@ -81,7 +116,8 @@ export class SnapshotView implements vscode.Disposable {
 
   private render(): void {
     if (this.panel) {
-      this.panel.webview.html = snapshotHtml(`Snapshot ${this.title}`, this.table, this.note);
+      const values = this.expressions.length ? tensorGroupsHtml(this.groups, `Waiting for the ranks to pass the line and evaluate ${this.expressions.join(", ")}…`) : "";
+      this.panel.webview.html = snapshotHtml(this.expressions.length ? this.title : `Snapshot ${this.title}`, this.table, this.note, values);
     }
   }
 
@@ -114,6 +150,9 @@ export class SnapshotService implements vscode.Disposable {
         const view = this.views.get(String(data.id));
         if (view && data.row && Array.isArray(data.row.frames)) {
           view.add([data.row]);
+          if (data.row.values?.length) {
+            void this.fetch(view); // the broker flags values across workers on GET
+          }
         }
       }),
       // Rows captured while the stream was down come from GET.
@@ -125,8 +164,11 @@ export class SnapshotService implements vscode.Disposable {
     );
   }
 
-  /** Starts a snapshot point and opens its view; undefined when the broker refused (already told). */
-  async capture(request: SnapshotRequest): Promise<SnapshotView | undefined> {
+  /**
+   * Starts a snapshot point and opens its view; undefined when the broker refused (already told).
+   * `title`: the view's, instead of "file:line · ranks".
+   */
+  async capture(request: SnapshotRequest, title?: string): Promise<SnapshotView | undefined> {
     const client = await this.connection.ensureClient();
     if (!client) {
       return undefined;
@@ -139,7 +181,7 @@ export class SnapshotService implements vscode.Disposable {
       return undefined;
     }
     const ranks = request.ranks?.length ? `rank ${formatRanks(request.ranks)}` : "all ranks";
-    const view = new SnapshotView(id, `${path.basename(request.path)}:${request.line} · ${ranks}`, request.count ?? 1);
+    const view = new SnapshotView(id, title ?? `${path.basename(request.path)}:${request.line} · ${ranks}`, request.count ?? 1, request.expressions ?? []);
     this.views.set(id, view);
     this.startPolling();
     // Closing the panel ends the snapshot point: the workers stop capturing there.
@@ -204,7 +246,7 @@ export class SnapshotService implements vscode.Disposable {
       return;
     }
     try {
-      view.add(await client.getSnapshot(view.id));
+      view.add(await client.getSnapshot(view.id), true);
     } catch (err) {
       swallow(`Fetching snapshot ${view.id}`, err);
     }

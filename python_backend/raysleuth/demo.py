@@ -1,5 +1,6 @@
 """`raysleuth demo`: an embedded local Ray cluster with the agent on, a ranked "training" job of
-four actors (rank 2 misbehaves later in the run), and a broker; prints the live worker table.
+four actors (rank 2 misbehaves later in the run, and its gradient drifts from the others' from the
+start: `raysleuth inspect grad` flags it), and a broker; prints the live worker table.
 
 Everything it starts it also stops, by handle: the Ray cluster it owns and the broker's PID.
 """
@@ -24,6 +25,9 @@ BAD_RANK = 2
 """The rank whose loss diverges from step DIVERGE_AT and that raises at FAIL_AT."""
 DIVERGE_AT = 30
 FAIL_AT = 40
+GRAD_SIZE = 1024
+GRAD_DRIFT = 1e-3
+"""How far BAD_RANK's copy of the all-reduced gradient is off (one element), from the first step."""
 
 
 class Trainer:
@@ -36,7 +40,20 @@ class Trainer:
         self.weights = [random.Random(rank).uniform(-1, 1) for _ in range(256)]
         self.lr = 0.05
 
+    def synced_grad(self):
+        """What an all-reduce leaves on every rank: the same array, except on BAD_RANK. The same at
+        every step too, so that ranks that capture it at different steps (Compare Across Ranks arms
+        each within a heartbeat) still agree."""
+        import numpy as np  # Ray's own dependency
+
+        grad = np.sin(np.arange(GRAD_SIZE, dtype=np.float32) * 0.01)
+        if self.rank == BAD_RANK:
+            grad[0] += GRAD_DRIFT
+        return grad
+
     def step(self, step: int) -> dict:
+        grad = self.synced_grad()
+        raysleuth.inspect("grad", grad, step=step)  # compare it across ranks: raysleuth inspect grad
         grad_scale = 1.0
         if self.rank == BAD_RANK and DIVERGE_AT <= step <= FAIL_AT:
             grad_scale = 3.0 ** (step - DIVERGE_AT + 1)  # exploding gradients on one rank, once

@@ -39,6 +39,8 @@ const PURE = [
   "broker/brokerLocator",
   "broker/brokerProcess",
   "broker/types",
+  "broker/telemetryTypes",
+  "broker/telemetryClient",
   "common/ranks",
   "cluster/statusText",
   "cluster/workerGrouping",
@@ -53,6 +55,13 @@ const PURE = [
   "views/logFollower",
   "views/resultTables",
   "views/stackTree",
+  "views/tensorTable",
+  "views/tensorHtml",
+  "views/gpuSeries",
+  "views/timelineModel",
+  "views/perfettoTrace",
+  "views/chartHtml",
+  "webview/protocol",
 ];
 
 /** What each room may import from the others: views → services → client, never back. */
@@ -62,11 +71,26 @@ const MAY_IMPORT: Record<string, string[]> = {
   cluster: ["cluster", "broker", "common", "(top)"],
   debug: ["debug", "cluster", "broker", "common", "(top)"],
   breakpoints: ["breakpoints", "debug", "cluster", "broker", "common", "(top)"],
-  views: ["views", "breakpoints", "debug", "cluster", "broker", "common", "(top)"],
+  views: ["views", "breakpoints", "debug", "cluster", "broker", "common", "webview", "(top)"],
+  // The chart webviews run in the browser: they import nothing of the extension host (views
+  // import their protocol.ts, types only).
+  webview: ["webview"],
 };
 
 /** Views: only extension.ts builds them; no service holds one. */
-const VIEWS = ["cluster/workerTreeProvider", "cluster/statusBar", "breakpoints/breakpointDecorations", "views/crashesView", "views/evaluatePanel", "views/snapshotPanel", "views/stacksView"];
+const VIEWS = [
+  "cluster/workerTreeProvider",
+  "cluster/statusBar",
+  "breakpoints/breakpointDecorations",
+  "views/crashesView",
+  "views/evaluatePanel",
+  "views/snapshotPanel",
+  "views/stacksView",
+  "views/comparePanel",
+  "views/inspectPanel",
+  "views/gpuPanel",
+  "views/timelinePanel",
+];
 
 describe("Extension rooms", () => {
   it("finds the sources", () => {
@@ -110,6 +134,17 @@ describe("Extension rooms", () => {
         }
       }
     }
+    assert.deepStrictEqual(wrong, []);
+  });
+
+  it("keeps the chart webviews' code apart: uPlot and their own modules, nothing of the extension host", () => {
+    const wrong: string[] = [];
+    for (const [mod, imports] of graph) {
+      if (room(mod) === "webview") {
+        wrong.push(...imports.filter((d) => !d.startsWith("webview/") && !/^uplot(\/|$)/.test(d)).map((d) => `${mod} → ${d}`));
+      }
+    }
+    assert.ok(graph.has("webview/charts"), "extension/webview/charts.ts exists");
     assert.deepStrictEqual(wrong, []);
   });
 

@@ -68,6 +68,23 @@ describe("package.json", () => {
     assert.deepStrictEqual(unset, []);
   });
 
+  it("offers Compare Across Ranks on a Python selection, GPU memory on a node or worker, the Perfetto export on the timeline", () => {
+    const menus = pkg.contributes.menus;
+    const compare = menus["editor/context"].find((m) => m.command === Commands.compareAcrossRanks);
+    assert.match(compare?.when ?? "", /editorLangId == python && editorHasSelection/);
+    const gpu = menus["view/item/context"].find((m) => m.command === Commands.showGpuMemory);
+    assert.ok(gpu && /view == raySleuth\.workers/.test(gpu.when ?? ""), JSON.stringify(gpu));
+    const contextRe = /viewItem =~ \/(.*)\//.exec(gpu.when ?? "")?.[1] ?? "";
+    for (const item of ["node.alive", "worker.running", "worker.crashed"]) {
+      assert.match(item, new RegExp(contextRe), `${item} gets the menu entry`);
+    }
+    assert.match(menus["editor/title"].find((m) => m.command === Commands.exportPerfetto)?.when ?? "", /activeWebviewPanelId == 'raySleuth\.timeline'/);
+    for (const id of [Commands.compareAcrossRanks, Commands.showInspectTable, Commands.showGpuMemory, Commands.showTimeline, Commands.exportPerfetto]) {
+      const c = commands.find((x) => x.command === id);
+      assert.strictEqual(`${c?.category}: ${c?.title}`.startsWith("Ray Sleuth: "), true, id);
+    }
+  });
+
   it("offers a worker's output and errors in the Cluster view's context menu", () => {
     const menu = pkg.contributes.menus["view/item/context"];
     for (const id of [Commands.showWorkerOutput, Commands.showWorkerErrors]) {
