@@ -5,6 +5,9 @@ export const EXTENSION_ID = "raysleuth.ray-sleuth";
 export const LOG_CHANNEL_NAME = "Ray Sleuth";
 /** Where logpoint lines of the workers go (the user's program output, not the extension's log). */
 export const LOGPOINT_CHANNEL_NAME = "Ray Sleuth Logpoints";
+/** The language client's id (its trace setting would be `raySleuth.languageServer.trace.server`) and name. */
+export const LANGUAGE_CLIENT_ID = "raySleuth.languageServer";
+export const LANGUAGE_CLIENT_NAME = "Ray Sleuth Language Server";
 
 export const VIEW_CONTAINER_ID = "raySleuth";
 export const WORKERS_VIEW_ID = "raySleuth.workers";
@@ -22,6 +25,7 @@ export const Commands = {
   setBreakpointRanks: "raySleuth.setBreakpointRanks",
   continueAll: "raySleuth.continueAll",
   pauseRank: "raySleuth.pauseRank",
+  stepGroup: "raySleuth.stepGroup",
   evaluateAll: "raySleuth.evaluateAll",
   captureHere: "raySleuth.captureHere",
   inspectCrash: "raySleuth.inspectCrash",
@@ -45,6 +49,9 @@ export const Commands = {
   showGpuMemory: "raySleuth.showGpuMemory",
   showTimeline: "raySleuth.showTimeline",
   exportPerfetto: "raySleuth.exportPerfetto",
+  /** A code lens's "N workers": {name, kind, workers: [ids]} (lsp/protocol.ts). */
+  revealWorkers: "raySleuth.revealWorkers",
+  restartLanguageServer: "raySleuth.restartLanguageServer",
   /** Built in: VS Code adds `<viewId>.focus` for every view. */
   focusWorkers: `${WORKERS_VIEW_ID}.focus`,
   focusStacks: `${STACKS_VIEW_ID}.focus`,
@@ -60,6 +67,7 @@ export const Settings = {
   clusterBreakpoints: "clusterBreakpoints",
   autoAttach: "autoAttach",
   allStop: "allStop",
+  languageServerEnabled: "languageServer.enabled",
 } as const;
 
 /** The debug type in package.json's contributes.debuggers. */

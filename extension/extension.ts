@@ -3,7 +3,7 @@
 import * as vscode from "vscode";
 import { Commands, DEBUG_TYPE, WALKTHROUGH_ID, WORKERS_VIEW_ID } from "./constants";
 import { createLog, log, swallow } from "./common/log";
-import { registerCommand, createTreeView, withProgress } from "./common/vscodeapi";
+import { registerCommand, createTreeView, withProgress, showWarningMessage } from "./common/vscodeapi";
 import { BrokerClient } from "./broker/brokerClient";
 import { BrokerConnectionService } from "./broker/brokerConnection";
 import { ClusterState } from "./cluster/clusterState";
@@ -32,6 +32,7 @@ import { CompareService } from "./views/comparePanel";
 import { InspectService } from "./views/inspectPanel";
 import { GpuService } from "./views/gpuPanel";
 import { TimelineService } from "./views/timelinePanel";
+import { SleuthLanguageClient } from "./lsp/languageClient";
 
 /** What activate() returns: used by the extension tests, and by nothing else. */
 export interface RaySleuthApi {
@@ -62,9 +63,13 @@ export interface RaySleuthApi {
   inspect: InspectService;
   gpu: GpuService;
   timeline: TimelineService;
+  languageServer: SleuthLanguageClient;
   /** Resolves when the connect started by activation has finished. */
   initialConnect: Promise<boolean>;
 }
+
+/** Kept for deactivate(), which waits for the language server's shutdown (as vscode-languageclient asks). */
+let activeLanguageServer: SleuthLanguageClient | undefined;
 
 export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const channel = createLog();
@@ -97,6 +102,11 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   const inspect = new InspectService(connection);
   const gpu = new GpuService(connection, state, context.extensionUri);
   const timeline = new TimelineService(connection, context.extensionUri);
+  const languageServer = new SleuthLanguageClient(channel, {
+    revealWorkers: (ids) => workerTree.reveal(treeView, ids),
+    adoptClusterBreakpoint: (file, line, from) => mirror.adopt(file, line, from),
+  });
+  activeLanguageServer = languageServer;
 
   context.subscriptions.push(
     channel,
@@ -118,6 +128,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     workerLogs,
     allStop,
     doctor,
+    languageServer,
     compare,
     inspect,
     gpu,
@@ -134,6 +145,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.setBreakpointRanks, () => rankBreakpoints.command()),
     registerCommand(Commands.continueAll, () => control.continueAll()),
     registerCommand(Commands.pauseRank, (ranks) => control.pauseRanks(Array.isArray(ranks) ? (ranks as number[]) : undefined)),
+    registerCommand(Commands.stepGroup, () => sessions.stepChildren("next").catch((e: unknown) => showWarningMessage(`Ray Sleuth: ${e instanceof Error ? e.message : String(e)}`))),
     registerCommand(Commands.evaluateAll, () => evaluate.command()),
     registerCommand(Commands.captureHere, () => snapshots.command()),
     registerCommand(Commands.inspectCrash, (target) => crashes.inspect(target)),
@@ -151,6 +163,8 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.toggleAllStop, () => allStop.toggle()),
     registerCommand(Commands.connectRemote, (args) => remote.command(args as RemoteConnectArgs | undefined)),
     registerCommand(Commands.runDoctor, () => doctor.run()),
+    registerCommand(Commands.revealWorkers, (target) => languageServer.revealWorkers(target)),
+    registerCommand(Commands.restartLanguageServer, () => languageServer.restart()),
     registerCommand(Commands.compareAcrossRanks, (args) => compare.command(args)),
     registerCommand(Commands.showInspectTable, (args) => inspect.command(args)),
     registerCommand(Commands.showGpuMemory, (target) => gpu.show(target)),
@@ -169,6 +183,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     swallow("Connecting at activation failed", err);
     return false;
   });
+  void languageServer.start(); // never rejects; a server that cannot run is told once
 
   return {
     state,
@@ -193,6 +208,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     allStop,
     remote,
     doctor,
+    languageServer,
     compare,
     inspect,
     gpu,
@@ -204,6 +220,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
   };
 }
 
-export function deactivate(): void {
-  // Everything is disposed through context.subscriptions (the local broker too).
+export function deactivate(): Thenable<void> | undefined {
+  // Everything else is disposed through context.subscriptions (the local broker too).
+  return activeLanguageServer?.stop();
 }

@@ -46,6 +46,14 @@ for need in extension/package.json extension/dist/extension.js extension/extensi
     extension/dist/webview/charts.js extension/dist/webview/charts.css; do
   grep -q " $need\$" <<<"$listing" || { echo "[package] $VSIX lacks $need" >&2; exit 1; }
 done
+# The language client (vscode-languageclient) runs from inside the bundle: nothing may require it
+# from node_modules, which the .vsix leaves out (so it works without any other extension).
+if unzip -p "$VSIX" extension/dist/extension.js | grep -qE 'require\("(vscode-languageclient|vscode-languageserver-protocol|vscode-jsonrpc)'; then
+  echo "[package] $VSIX: dist/extension.js requires the language client instead of bundling it" >&2
+  exit 1
+fi
+unzip -p "$VSIX" extension/dist/extension.js | grep -q 'raySleuth/editorBreakpoints' \
+  || { echo "[package] $VSIX: dist/extension.js has no language client (extension/lsp)" >&2; exit 1; }
 if grep -q "node_modules/" <<<"$listing"; then
   echo "[package] $VSIX holds node_modules: check .vscodeignore" >&2
   exit 1

@@ -42,13 +42,16 @@ export function isOwnedBy(bp: Pick<ClusterBreakpoint, "owner">, owner: string): 
   return bp.owner === undefined || bp.owner === null || bp.owner === owner;
 }
 
-/** Who set a point, for "set from …": "cli" → "the terminal", "api" → "an HTTP client", another "vscode:…" → "another VS Code window". */
+/** Who set a point, for "set from …": "cli" → "the terminal", "api" → "an HTTP client", "lsp" → the language server, another "vscode:…" → "another VS Code window". */
 export function ownerLabel(owner: string | undefined): string {
   if (owner === "cli") {
     return "the terminal";
   }
   if (owner === "api" || !owner) {
     return "an HTTP client";
+  }
+  if (owner === "lsp") {
+    return "the language server's quick fix";
   }
   if (owner.startsWith("vscode:")) {
     return "another VS Code window";

@@ -14,6 +14,7 @@ import * as vsapi from "../common/vscodeapi";
 import { BrokerError } from "../broker/brokerClient";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { BreakpointSpec, FileBreakpoints } from "../broker/types";
+import { isOwnedBy } from "./annotations";
 import { ClusterBreakpointStore } from "./clusterBreakpointStore";
 
 const DEBOUNCE_MS = 100;
@@ -131,6 +132,47 @@ export class BreakpointMirrorService implements vscode.Disposable {
       if (this.timer) {
         await new Promise((r) => setTimeout(r, DEBOUNCE_MS));
       }
+    }
+  }
+
+  /**
+   * Takes over the cluster breakpoint another owner set at `line` of `file` (the language server's
+   * `breakpoint()` quick fix, owner "lsp") once the editor has one there: when this window's own
+   * point at that line is in the cluster set, the other owner's goes, so the set holds it once and
+   * removing the editor's breakpoint removes it. Off (cluster breakpoints not mirrored) or failed:
+   * the other owner's point stays. Resolves to whether it was taken over.
+   */
+  async adopt(file: string, line: number, from: string): Promise<boolean> {
+    const want = path.normalize(file);
+    if (!this.enabled || from === this.owner) {
+      return false;
+    }
+    await this.idle(); // the editor's new point has gone out
+    const client = this.connection.client;
+    if (!client || !this.store.forFile(want).some((b) => b.line === line && isOwnedBy(b, this.owner))) {
+      log.info(`Kept ${from}'s cluster breakpoint at ${want}:${line}: this window's point is not in the cluster set`);
+      return false;
+    }
+    try {
+      const theirs = (await client.getBreakpoints()).filter((b) => b.owner === from && path.normalize(b.path) === want);
+      if (!theirs.some((b) => b.line === line)) {
+        return false;
+      }
+      const rest: BreakpointSpec[] = theirs
+        .filter((b) => b.line !== line)
+        .map((b) => ({
+          line: b.line,
+          ...(b.condition ? { condition: b.condition } : {}),
+          ...(b.hitCondition ? { hitCondition: b.hitCondition } : {}),
+          ...(b.logMessage ? { logMessage: b.logMessage } : {}),
+          ...(b.ranks ? { ranks: b.ranks } : {}),
+        }));
+      await client.putBreakpoints({ path: theirs[0].path, owner: from, breakpoints: rest });
+      log.info(`This window's breakpoint at ${want}:${line} took over the one ${from} set there`);
+      return true;
+    } catch (err) {
+      swallow(`Taking over ${from}'s cluster breakpoint at ${want}:${line} failed`, err);
+      return false;
     }
   }
 

@@ -87,6 +87,42 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
     }
   }
 
+  /** Where an element sits (TreeView.reveal needs it); elements are matched by their ids, as the view does. */
+  getParent(element: ClusterTreeNode): ClusterTreeNode | undefined {
+    for (const node of this.nodes) {
+      for (const group of node.groups) {
+        if (element.kind === "group" && group.nodeId === element.group.nodeId && group.name === element.group.name) {
+          return { kind: "node", node };
+        }
+        if (element.kind === "worker" && group.workers.some((w) => w.id === element.worker.id)) {
+          return { kind: "group", group };
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Shows these workers in the view (a code lens's "N workers"): each one's node and group
+   * opened, the first selected and focused; with none found, the view itself. Returns how many were found.
+   */
+  async reveal(view: vscode.TreeView<ClusterTreeNode>, ids: readonly string[]): Promise<number> {
+    const want = new Set(ids);
+    const found = this.nodes
+      .flatMap((n) => n.groups.flatMap((g) => g.workers))
+      .filter((w) => want.delete(w.id))
+      .map((worker): ClusterTreeNode => ({ kind: "worker", worker }));
+    if (found.length === 0) {
+      await vscode.commands.executeCommand(Commands.focusWorkers);
+      return 0;
+    }
+    for (const element of found.slice(1)) {
+      await view.reveal(element, { select: false, focus: false });
+    }
+    await view.reveal(found[0], { select: true, focus: true });
+    return found.length;
+  }
+
   getTreeItem(element: ClusterTreeNode): vscode.TreeItem {
     switch (element.kind) {
       case "node": {

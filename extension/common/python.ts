@@ -12,6 +12,7 @@ interface PythonExtensionApi {
   environments?: {
     getActiveEnvironmentPath(resource?: vscode.Uri): { path: string };
     resolveEnvironment(env: { path: string }): Promise<{ executable: { uri?: vscode.Uri } } | undefined>;
+    onDidChangeActiveEnvironmentPath?: vscode.Event<unknown>;
   };
 }
 
@@ -39,4 +40,22 @@ export async function resolvePythonPath(): Promise<{ python: string; source: str
   }
   log.debug("No interpreter configured; using python3 from PATH");
   return { python: "python3", source: "python3 on PATH" };
+}
+
+/**
+ * Calls listener when the Python extension's active interpreter changes (the language server
+ * restarts on it); undefined without that extension or its environments API.
+ */
+export async function onDidChangePythonInterpreter(listener: () => void): Promise<vscode.Disposable | undefined> {
+  const ext = getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
+  if (!ext) {
+    return undefined;
+  }
+  try {
+    const api = ext.isActive ? ext.exports : await ext.activate();
+    return api?.environments?.onDidChangeActiveEnvironmentPath?.(() => listener());
+  } catch (err) {
+    swallow("Watching the Python extension's interpreter failed", err);
+    return undefined;
+  }
 }

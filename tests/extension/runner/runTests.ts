@@ -31,6 +31,8 @@ const ROOT = path.resolve(__dirname, "../../..");
 const NODE24 = env("NODE24_BIN");
 const CODE_SERVER = env("CODE_SERVER_ENTRY");
 const STATE_DIR = env("RAYSLEUTH_STATE_DIR");
+/** The interpreter of the language server (raySleuth.pythonPath): the project's .venv unless told. */
+const PYTHON = process.env.RAYSLEUTH_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
 const RUN_DIR = env("RAYSLEUTH_RUN_DIR");
 const RESULTS = env("RAYSLEUTH_EXT_SUMMARY");
 const DEMO_PID = Number(process.env.RAYSLEUTH_DEMO_PID ?? "0");
@@ -139,6 +141,7 @@ function prepareDirs(base = RUN_DIR): Record<string, string> {
     JSON.stringify(
       {
         "raySleuth.stateDir": STATE_DIR,
+        "raySleuth.pythonPath": PYTHON, // the language server's interpreter: no Python extension here
         "security.workspace.trust.enabled": false,
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": false,

@@ -17,7 +17,8 @@ export function run(): Promise<void> {
   // RAYSLEUTH_EXT_GREP=Crashes runs only the tests whose full title matches (while developing).
   const grep = process.env.RAYSLEUTH_EXT_GREP;
   const mocha = new Mocha({ ui: "bdd", timeout: 60_000, color: false, reporter: "dot", ...(grep ? { grep } : {}) });
-  const files = fs.readdirSync(__dirname).filter((f) => f.endsWith(".test.js")).sort();
+  // By their numbers (1_cluster before 11_lsp), not as text.
+  const files = fs.readdirSync(__dirname).filter((f) => f.endsWith(".test.js")).sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
   for (const f of files) {
     mocha.addFile(path.join(__dirname, f));
   }

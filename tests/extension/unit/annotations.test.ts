@@ -14,6 +14,7 @@ describe("Breakpoint annotations by owner", () => {
     assert.strictEqual(ownerLabel("cli"), "the terminal");
     assert.strictEqual(ownerLabel("api"), "an HTTP client");
     assert.strictEqual(ownerLabel("vscode:other"), "another VS Code window");
+    assert.strictEqual(ownerLabel("lsp"), "the language server's quick fix");
     assert.strictEqual(ownerLabel("my-script"), '"my-script"');
   });
 

@@ -62,6 +62,8 @@ const PURE = [
   "views/perfettoTrace",
   "views/chartHtml",
   "webview/protocol",
+  "lsp/protocol",
+  "lsp/interpreterProbe",
 ];
 
 /** What each room may import from the others: views → services → client, never back. */
@@ -75,6 +77,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   // The chart webviews run in the browser: they import nothing of the extension host (views
   // import their protocol.ts, types only).
   webview: ["webview"],
+  // The language client: what it needs of the views and services (reveal, breakpoint take-over)
+  // reaches it as hooks from extension.ts, so it imports none of them and none imports it.
+  lsp: ["lsp", "common", "(top)"],
 };
 
 /** Views: only extension.ts builds them; no service holds one. */
