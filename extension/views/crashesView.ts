@@ -9,20 +9,13 @@ import { CRASHES_VIEW_ID, Commands, DEBUG_TYPE } from "../constants";
 import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
+import type { CrashRecordSummary } from "../broker/types";
 
 /** At most one notification of a crash not held for an attach per this many ms. */
 const NOTIFY_EVERY_MS = 10_000;
 
-export interface CrashSummary {
-  id: string;
-  time: number;
-  kind: "exception" | "worker_died" | "oom" | "segfault";
-  exc_type: string | null;
-  message: string | null;
-  hint: string | null;
-  held_until?: number | null;
-  worker: { id?: string; rank?: number | null; actor_class?: string | null; task?: string | null; pid?: number | null };
-}
+/** A row of `GET /v1/crashes`: the one type the GPU chart's markers read too. */
+export type CrashSummary = CrashRecordSummary;
 
 /** "rank 2 · Trainer · ZeroDivisionError" for a row; the worker part falls back to its pid. */
 export function crashLabel(c: CrashSummary): string {
