@@ -193,3 +193,29 @@ def test_a_running_frame_that_raises_drops_its_tracer_and_keeps_its_error(t):
     assert loop.trace_after is None
     if REWRITE:
         assert tr.running.threads == set()
+
+
+@pytest.mark.skipif(not REWRITE, reason="the rewrite backend runs on Python 3.11 and older")
+def test_a_rewritten_copy_stays_known_after_an_equal_copy_dies():
+    """A re-arm makes a new instrumented copy equal by value to the one before; when the old one
+    dies, the new one must still be known to call the hook itself, or a running frame of it gets
+    the tracer too and every armed line fires twice (seen once in a Ray Tune trial)."""
+    from raysleuth.agent.backends.rewrite import RewriteBackend
+
+    ns: dict = {}
+    exec(compile("def f(x):\n    y = x + 1\n    return y\n", "twin.py", "exec"), ns)
+    f = ns["f"]
+    backend = RewriteBackend(lambda line: None)
+    lines = frozenset({2})
+    assert backend.arm(f, lines)
+    first = f.__code__
+    backend.rearm_begin()
+    assert backend.arm(f, lines)
+    backend.rearm_end()
+    second = f.__code__
+    assert second == first and second is not first, "two copies, equal by value"
+    assert backend.hooked_lines(second) == lines
+    del first  # the last reference: the copy from before the re-arm dies here
+    assert backend.hooked_lines(second) == lines
+    backend.disarm_all()
+    assert backend.hooked_lines(f.__code__) == frozenset()

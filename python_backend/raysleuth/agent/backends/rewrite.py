@@ -29,9 +29,11 @@ class RewriteBackend:
         """(original code, armed lines) → its instrumented copy (the code itself: nothing to do)."""
         self._old: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
         """During a re-arm: what was swapped before it (restored at the end where not armed again)."""
-        self._hooked: weakref.WeakKeyDictionary[types.CodeType, frozenset] = weakref.WeakKeyDictionary()
-        """Every instrumented code object made (outliving re-arms) → the lines it was made for:
-        a frame still running one of them calls the hook there itself."""
+        self._hooked: dict[int, tuple[weakref.ref, frozenset]] = {}
+        """id() of every instrumented code object made (outliving re-arms) → (a weak reference
+        to it, the lines it was made for): a frame still running one of them calls the hook
+        there itself. By identity: code objects compare equal by value, and a copy made again
+        after a re-arm equals the one before, which may die first."""
 
     def original(self, fn) -> types.CodeType:
         """The function's own code, whether it runs a rewritten copy now or not."""
@@ -40,7 +42,8 @@ class RewriteBackend:
 
     def hooked_lines(self, code: types.CodeType) -> frozenset:
         """The lines at which `code` calls the hook itself (none: it is not a rewritten copy)."""
-        return self._hooked.get(code, frozenset()) & code_lines(code)
+        rec = self._hooked.get(id(code))
+        return rec[1] & code_lines(code) if rec is not None and rec[0]() is code else frozenset()
 
     def originals(self) -> list[types.CodeType]:
         """The original code of every function armed now (frames may still run it)."""
@@ -121,8 +124,15 @@ class RewriteBackend:
         bc.extend(out)
         new = bc.to_code()
         self._cache[key] = new
-        self._hooked[new] = lines
+        key = id(new)
+        self._hooked[key] = (weakref.ref(new, lambda ref, key=key: self._forget(key, ref)), lines)
         return new
+
+    def _forget(self, key: int, ref: weakref.ref) -> None:
+        """An instrumented copy died (whichever thread dropped it): forget its lines."""
+        rec = self._hooked.get(key)
+        if rec is not None and rec[0] is ref:
+            del self._hooked[key]
 
     def _call_hook(self, bytecode, line: int, location):
         instr = bytecode.Instr
