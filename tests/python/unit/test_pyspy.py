@@ -16,7 +16,7 @@ from raysleuth import pyspy
 BACKEND = Path(__file__).resolve().parents[3] / "python_backend"
 
 SLEEPER = """\
-import threading, time
+import threading, time; print("ready", flush=True)
 def inner():
     time.sleep(1000)  # @sleep
 def outer():
@@ -35,7 +35,10 @@ needs_pyspy = pytest.mark.skipif(
 def sleeper(tmp_path):
     path = tmp_path / "sleeper.py"
     path.write_text(SLEEPER)
-    proc = subprocess.Popen([sys.executable, str(path)])
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    # py-spy on a process still starting finds no interpreter yet ("Failed to find a python
+    # interpreter in the .data section"): dump only once the child says it runs.
+    assert proc.stdout.readline().strip() == "ready", "the sleeper did not start"
     yield proc, str(path)
     proc.kill()
     proc.wait()
