@@ -42,5 +42,6 @@ def test_logpoint_prints_from_both_trials_tagged_with_the_trial(client, ray_clus
         return got if len(got) >= 2 else None
 
     got = wait_until(lines, 15, message="a logpoint line from each trial")
-    assert sorted(r["message"] for r in got) == sorted(f"trial {t} x={x} step=1" for t, x in trials.items()), got
+    want = sorted(f"trial {t} x={x} step=1" for t, x in trials.items())
+    assert sorted(r["message"] for r in got) == want, got
     assert len({r["worker"] for r in got}) == 2, "each trial ran in its own worker"
