@@ -32,6 +32,18 @@ class Control:
         self.agents = agents
         self.leases = leases
 
+    @staticmethod
+    def only_selectors(body: dict, route: str) -> dict:
+        """A continue or pause takes nothing but its selectors: a body naming something else is a
+        mistake (found by the fuzz tests: `{"a": ...}` paused every worker in the cluster)."""
+        unknown = sorted(str(k) for k in body if k not in ("ranks", "workers"))
+        if unknown:
+            raise BadRequest(
+                f"{route} takes only 'ranks' and 'workers', not {', '.join(map(repr, unknown[:5]))}",
+                'Send {} for every worker, or {"ranks": [0, 3]} or {"workers": ["3f2a..."]}.',
+            )
+        return body
+
     def select(self, body: dict, states: tuple[str, ...]) -> list[Worker]:
         """Live workers in `states`, narrowed by `ranks` and/or `workers` (ids or id prefixes)."""
         ranks = body.get("ranks")
@@ -90,7 +102,7 @@ class Control:
     async def continue_paused(self, body: dict) -> dict:
         """Let paused workers run: through the debugger link where there is one, else the agent."""
         done, skipped = [], []
-        for w in self.select(body, ("paused",)):
+        for w in self.select(self.only_selectors(body, "POST /v1/continue"), ("paused",)):
             link = self.leases.get(w.id)
             try:
                 if link is not None and link.stopped:
@@ -140,7 +152,8 @@ class Control:
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
                 res["skipped"].append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
 
-        await asyncio.gather(*(one(w) for w in self.select(body, ("running", "idle"))))
+        targets = self.select(self.only_selectors(body, "POST /v1/pause"), ("running", "idle"))
+        await asyncio.gather(*(one(w) for w in targets))
         return res
 
     async def cancel_pending_pauses(self, body: dict) -> list[str]:

@@ -108,6 +108,16 @@ async def test_bad_evaluate_requests_say_how(body, words):
     assert words in err.value.message and err.value.hint
 
 
+async def test_a_continue_or_pause_naming_something_else_is_refused_and_touches_nobody():
+    ws = [worker("w1", rank=0, state="running"), worker("w2", rank=1, state="paused")]
+    control, leases, agents, _ = setup(ws)
+    for call, route in ((control.pause, "POST /v1/pause"), (control.continue_paused, "POST /v1/continue")):
+        with pytest.raises(BadRequest) as err:
+            await call({"a": {"a": {}}, "ranks": [0, 1]})
+        assert err.value.message == f"{route} takes only 'ranks' and 'workers', not 'a'" and err.value.hint
+    assert leases.get("w1") is None and agents.commands == []
+
+
 async def test_continue_goes_through_a_stopped_link_else_the_agent_and_says_who_was_skipped():
     ws = [
         worker("w1", rank=1, state="paused"),
