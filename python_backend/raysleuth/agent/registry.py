@@ -42,6 +42,10 @@ class RegistryLink:
         self._next_lookup = now + LOOKUP_RETRY_S
         import ray
 
+        if not job_assigned(ray):
+            # A worker no job has claimed yet (prestarted): an actor call from this thread would
+            # end the process (Ray: "can't access thread context when job_id is not assigned").
+            return None
         try:
             self.handle = ray.get_actor(names.REGISTRY_ACTOR, namespace=names.NAMESPACE)
             self._log().info("%s found the registry", self._who())
@@ -80,3 +84,12 @@ class RegistryLink:
             from raysleuth.agent.log import swallow
 
             swallow("saying goodbye to the registry", level=logging.DEBUG)
+
+
+def job_assigned(ray) -> bool:
+    """True once Ray has given this worker a job (its job id is not the nil `ffff…`)."""
+    try:
+        job = ray.get_runtime_context().get_job_id()
+    except Exception:  # noqa: BLE001 - not connected yet, or shutting down
+        return False
+    return bool(job) and set(job.lower()) != {"f"}
