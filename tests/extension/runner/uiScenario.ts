@@ -52,7 +52,9 @@ async function openPalette(page: Page): Promise<Locator> {
 async function palette(page: Page, title: string): Promise<void> {
   const input = await openPalette(page);
   await input.fill(`>${title}`);
-  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+  // Enter runs the focused row: wait until the filtered list has put it on this title (on a loaded
+  // machine the list can still show an earlier filter's rows for a moment).
+  const row = page.locator(".quick-input-list .monaco-list-row.focused", { hasText: title }).first();
   await row.waitFor({ timeout: 10_000 });
   await page.keyboard.press("Enter");
   await page.locator(".quick-input-widget").waitFor({ state: "hidden", timeout: 10_000 }).catch(() => undefined);
@@ -60,8 +62,16 @@ async function palette(page: Page, title: string): Promise<void> {
 
 /** Opens a file by its absolute path through Quick Open, then puts the cursor on `line`. */
 async function openAt(page: Page, file: string, line: number): Promise<void> {
-  await palette(page, "Go to File...");
   const input = page.locator(".quick-input-widget input");
+  for (let attempt = 0; ; attempt++) {
+    await palette(page, "Go to File...");
+    if (await input.waitFor({ state: "visible", timeout: 5_000 }).then(() => true, () => false)) {
+      break;
+    }
+    if (attempt === 2) {
+      throw new Error("Go to File... did not open Quick Open");
+    }
+  }
   await input.fill(file);
   await page.locator(".quick-input-list .monaco-list-row", { hasText: path.basename(file) }).first().waitFor({ timeout: 10_000 });
   await page.waitForTimeout(300); // the list settles on the typed path's entry

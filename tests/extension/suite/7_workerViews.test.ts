@@ -40,7 +40,8 @@ describe("Worker logs, all-stop and stale states (issue #13)", function () {
       const m = await waitFor("the driver's actor", () => /pid (\d+)/.exec(out) ?? (child.exitCode !== null && "exited"), 60_000);
       assert.ok(Array.isArray(m), `log_driver.py: ${out}`);
       const pid = Number(m[1]);
-      const worker = await waitFor("the actor in the Cluster view", () => api.state.workers.find((w) => w.pid === pid && w.state !== "exited"), 30_000);
+      // A prestarted worker's agent registers before Ray hands it the actor; its class follows with a heartbeat.
+      const worker = await waitFor("the Speaker actor in the Cluster view", () => api.state.workers.find((w) => w.pid === pid && w.state !== "exited" && w.actor_class === "Speaker"), 30_000);
       // As the context menu calls it: with the tree element.
       const element: ClusterTreeNode = { kind: "worker", worker };
       const doc = await vscode.commands.executeCommand<vscode.TextDocument | undefined>(Commands.showWorkerOutput, element);
