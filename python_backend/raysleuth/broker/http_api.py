@@ -94,8 +94,13 @@ def make_app(svc: Services) -> web.Application:
                 f"{request.method} is not allowed on {request.path}",
                 f"Use one of: {', '.join(sorted(exc.allowed_methods))}",
             )
-        except (web.HTTPException, asyncio.CancelledError, ConnectionResetError):
+        except (web.HTTPException, asyncio.CancelledError):
             raise
+        except ConnectionResetError as exc:
+            # The client left mid-request: nobody reads an answer, and aiohttp would log the
+            # exception as an ERROR "Error handling request".
+            log.debug("%s %s: the client left: %r", request.method, request.path, exc)
+            return web.Response(status=499)
         except Exception as exc:  # noqa: BLE001 - a handler bug must not end the broker
             log.exception("request %s %s failed", request.method, request.path)
             return _error(
@@ -143,9 +148,9 @@ def make_app(svc: Services) -> web.Application:
                 "X-Accel-Buffering": "no",
             }
         )
-        await resp.prepare(request)
         queue = svc.hub.subscribe()
         try:
+            await resp.prepare(request)
             await resp.write(format_sse("workers", svc.table.workers_json()))
             quiet = 0.0
             while True:

@@ -1,5 +1,6 @@
 """Token checks: the token file's mode, the bearer compare, and the HTTP API's 401 answer."""
 
+import logging
 import os
 import stat
 
@@ -56,6 +57,8 @@ class FakeTable:
         return [{"id": "w1"}]
 
     def get(self, wid):
+        if wid == "client-gone":  # as when the answer is written to a client that left
+            raise ConnectionResetError("Cannot write to closing transport")
         return None
 
     def nodes(self):
@@ -129,3 +132,13 @@ def test_the_broker_warns_when_it_listens_beyond_loopback(host, exposed):
     assert (warning is not None) == exposed
     if exposed:
         assert host in warning and "--host 127.0.0.1" in warning and "token" in warning
+
+
+async def test_a_client_that_left_is_not_logged_as_an_error_and_the_server_keeps_serving(client, caplog):
+    h = {"Authorization": "Bearer s3cret"}
+    with caplog.at_level(logging.DEBUG):
+        resp = await client.get("/v1/workers/client-gone", headers=h)
+        assert resp.status == 499
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert "the client left" in caplog.text
+    assert (await client.get("/v1/workers", headers=h)).status == 200
