@@ -28,6 +28,13 @@ def wait_until(condition, timeout: float, interval: float = 0.1, message: str = 
         time.sleep(interval)
 
 
+async def stopped_frames(session, timeout: float = 30) -> tuple[int, list[dict]]:
+    """Waits for a DAP session's next `stopped` event: (its thread id, that thread's stack frames)."""
+    stopped = await session.wait_event("stopped", timeout=timeout)
+    tid = stopped["body"]["threadId"]
+    return tid, (await session.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+
+
 def pin_ray_env(auth_mode: str = "disabled") -> None:
     """Loopback only, an explicit auth mode, and the agent on in every worker this cluster starts."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

@@ -5,20 +5,19 @@
 // The charts are webviews: what they drew is what the page reports back, and
 // their PNGs land in tests/extension/out/.
 import * as assert from "assert";
-import { ChildProcess, spawn } from "child_process";
 import * as fs from "fs";
 import * as os from "os";
 import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
-import { Commands, EXTENSION_ID } from "../../../extension/constants";
+import { Commands } from "../../../extension/constants";
 import type { ClusterTreeNode } from "../../../extension/cluster/workerTreeProvider";
 import type { ChartPanel } from "../../../extension/views/chartPanel";
 import type { CompareView } from "../../../extension/views/comparePanel";
 import type { TensorGroup } from "../../../extension/views/tensorTable";
 import type { ChromeTrace } from "../../../extension/views/perfettoTrace";
 import { getEvents } from "../../../extension/broker/telemetryClient";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { Fixture, connectedExtension, extensionRoot, startFixture, waitFor } from "./helpers";
 
 const DEMO_RANKS = [0, 1, 2, 3];
 /** The demo's rank whose `grad` differs (python_backend/raysleuth/demo.py BAD_RANK). */
@@ -33,12 +32,9 @@ describe("Tensors across ranks, GPU memory and the timeline against the demo's r
 
   before(async function () {
     this.timeout(120_000);
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
+    api = await connectedExtension();
     await waitFor("the demo's four ranked Trainers", () => DEMO_RANKS.every((r) => api.state.workers.some((w) => w.rank === r && w.actor_class === "Trainer" && w.state !== "exited")), 60_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    root = ext.extensionPath;
+    root = extensionRoot();
     outDir = path.join(root, "tests", "extension", "out");
     fs.mkdirSync(outDir, { recursive: true });
   });
@@ -113,29 +109,17 @@ describe("Tensors across ranks, GPU memory and the timeline against the demo's r
   });
 
   describe("GPU memory of a worker fed by the fake NVML", () => {
-    let child: ChildProcess | undefined;
-    let out = "";
-    const send = (line: string) => child?.stdin?.write(`${line}\n`);
+    let job: Fixture | undefined;
+    const send = (line: string) => job?.child.stdin?.write(`${line}\n`);
 
     before(async function () {
       this.timeout(90_000);
-      child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "gpu_driver.py"), String(GPU_RANK)], {
-        cwd: root,
-        env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-        stdio: ["pipe", "pipe", "pipe"],
-      });
-      child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
-      child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
-      const m = await waitFor("the GPU job's actor", () => /pid (\d+)/.exec(out) ?? (child?.exitCode !== null && "exited"), 60_000);
-      assert.ok(Array.isArray(m), `gpu_driver.py: ${out}`);
+      job = startFixture("gpu_driver.py", [String(GPU_RANK)]);
+      await job.match("the GPU job's actor", /pid (\d+)/);
     });
 
     after(async () => {
-      child?.stdin?.end();
-      const exited = new Promise((r) => child?.on("exit", r));
-      if ((await Promise.race([exited, new Promise((r) => setTimeout(() => r("running"), 30_000).unref())])) === "running") {
-        child?.kill("SIGTERM");
-      }
+      await job?.stop();
     });
 
     /** The Cluster view's item for the GPU actor, as its context menu passes it. */
@@ -184,12 +168,12 @@ describe("Tensors across ranks, GPU memory and the timeline against the demo's r
           },
           90_000,
         ).catch((err: Error) => {
-          throw new Error(`${err.message}; last drawn: ${JSON.stringify(panel.lastRendered)}; page error: ${panel.lastError}; driver: ${out.slice(-500)}`);
+          throw new Error(`${err.message}; last drawn: ${JSON.stringify(panel.lastRendered)}; page error: ${panel.lastError}; driver: ${job?.out().slice(-500)}`);
         });
         assert.strictEqual(drawn.view, "gpu");
         assert.deepStrictEqual(drawn.labels, ["used (this process, NVML)", "peak", "device used (all processes)", "device total"]);
         assert.ok(drawn.width >= 320 && drawn.height >= 200, `a chart of ${drawn.width}×${drawn.height}`);
-        assert.match(out, /failed/, "the OOM was raised in the actor");
+        assert.match(job?.out() ?? "", /failed/, "the OOM was raised in the actor");
         const model = api.gpu.modelOf({ kind: "worker", id: (item as { worker: { id: string } }).worker.id });
         assert.match(model.markers.map((m) => `${m.kind}:${m.label}`).join(), /oom:OOM/);
         assert.strictEqual(model.series.find((s) => s.kind === "total")?.values.at(-1), 80 * 2 ** 30, "the fake GPU's 80 GiB");

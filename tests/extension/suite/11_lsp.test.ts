@@ -11,9 +11,9 @@ import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
-import { Commands, EXTENSION_ID } from "../../../extension/constants";
+import { Commands } from "../../../extension/constants";
 import { LSP_OWNER, SET_CLUSTER_BREAKPOINT } from "../../../extension/lsp/protocol";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { connectedExtension, demoClient, extensionRoot, waitFor } from "./helpers";
 
 const WORKERS = /^([1-9]\d*) workers?$/;
 
@@ -45,15 +45,12 @@ describe("Language server (issue 15)", function () {
     }, 60_000);
 
   before(async () => {
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const b = demoBroker();
-    truth = new BrokerClient({ url: b.url, token: b.token });
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
+    api = await connectedExtension();
+    truth = demoClient();
+    const root = extensionRoot();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "raysleuth-lsp-"));
     file = path.join(dir, "demo_names.py");
-    fs.copyFileSync(path.join(ext.extensionPath, "tests", "fixtures", "lsp", "demo_names.py"), file);
+    fs.copyFileSync(path.join(root, "tests", "fixtures", "lsp", "demo_names.py"), file);
     uri = vscode.Uri.file(file);
     await serverRunning("the language server to run");
     doc = await vscode.workspace.openTextDocument(uri);

@@ -1,14 +1,10 @@
 // Against the real broker of `raysleuth demo` (a local Ray cluster with four
 // ranked Trainer actors): the Cluster view and the status bar show them.
 import * as assert from "assert";
-import { spawn } from "child_process";
-import * as path from "path";
-import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
-import { EXTENSION_ID } from "../../../extension/constants";
 import { WorkerInfo } from "../../../extension/broker/types";
-import { activateExtension, demoBroker, renderTree, waitFor } from "./helpers";
+import { activateExtension, demoBroker, demoClient, renderTree, startFixture, waitFor } from "./helpers";
 
 describe("Cluster view against the demo's real broker", () => {
   let api: RaySleuthApi;
@@ -16,8 +12,7 @@ describe("Cluster view against the demo's real broker", () => {
 
   before(async () => {
     api = await activateExtension();
-    const b = demoBroker();
-    truth = new BrokerClient({ url: b.url, token: b.token });
+    truth = demoClient();
   });
   after(() => truth?.dispose());
 
@@ -93,38 +88,22 @@ describe("Cluster view against the demo's real broker", () => {
 
   it("shows a worker's GPU memory on its row and in its tooltip, with an arrow while it only grows", async function () {
     this.timeout(120_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    const root = ext.extensionPath;
     // A real actor whose NVML is the fake (this machine has no GPU): 3 GiB, then 512 MiB more per line.
-    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "gpu_driver.py")], {
-      cwd: root,
-      env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    const job = startFixture("gpu_driver.py");
     try {
-      const m = await waitFor("the GPU job's actor", () => /pid (\d+)/.exec(out) ?? (child.exitCode !== null && "exited"), 60_000);
-      assert.ok(Array.isArray(m), `gpu_driver.py: ${out}`);
+      const m = await job.match("the GPU job's actor", /pid (\d+)/);
       const row = (text: RegExp) =>
         waitFor(`rank 9's row to say ${text}`, () => renderTree(api).find((i) => i.kind === "worker" && i.label === `rank 9 · GpuUser · pid ${m[1]}` && text.test(i.description)), 30_000);
       const first = await row(/ · GPU 3\.0 GiB$/);
       assert.match(first.tooltip, /^GPU memory: 3\.0 GiB \(peak 3\.0 GiB\)$/m);
       for (let i = 1; i <= 5; i++) {
-        child.stdin?.write("\n");
-        await waitFor(`step ${i}`, () => out.split("\n").filter((l) => l.startsWith("used ")).length >= i, 30_000);
+        job.child.stdin?.write("\n");
+        await waitFor(`step ${i}`, () => job.out().split("\n").filter((l) => l.startsWith("used ")).length >= i, 30_000);
       }
       const grown = await row(/ · GPU 5\.5 GiB ↑$/);
       assert.match(grown.tooltip, /^GPU memory: 5\.5 GiB \(peak 5\.5 GiB, growing\)$/m);
     } finally {
-      child.stdin?.end();
-      const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r("still running"), 30_000).unref())]);
-      if (code === "still running") {
-        child.kill("SIGTERM");
-      }
+      await job.stop();
     }
   });
 });

@@ -11,8 +11,8 @@ import type { RaySleuthApi } from "../../../extension/extension";
 import type { ClusterTreeNode } from "../../../extension/cluster/workerTreeProvider";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { WorkerInfo } from "../../../extension/broker/types";
-import { CLUSTER_SESSION_NAME, Commands, DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { CLUSTER_SESSION_NAME, Commands, DEBUG_TYPE } from "../../../extension/constants";
+import { connectedExtension, demoBroker, demoClient, extensionRoot, waitFor, whenEnded } from "./helpers";
 
 interface DapMessage {
   type: string;
@@ -49,17 +49,6 @@ function workerNode(api: RaySleuthApi, rank: number): ClusterTreeNode {
   return node;
 }
 
-function whenEnded(session: vscode.DebugSession): Promise<void> {
-  return new Promise((resolve) => {
-    const sub = vscode.debug.onDidTerminateDebugSession((s) => {
-      if (s.id === session.id) {
-        sub.dispose();
-        resolve();
-      }
-    });
-  });
-}
-
 describe("Debug sessions against the demo's real broker", () => {
   let api: RaySleuthApi;
   let truth: BrokerClient;
@@ -75,10 +64,8 @@ describe("Debug sessions against the demo's real broker", () => {
     // These tests are about a session's own breakpoints: with the editor's
     // breakpoints mirrored into the cluster set, every Trainer would stop.
     await vscode.workspace.getConfiguration("raySleuth").update("clusterBreakpoints", false, vscode.ConfigurationTarget.Global);
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const b = demoBroker();
-    truth = new BrokerClient({ url: b.url, token: b.token });
+    api = await connectedExtension();
+    truth = demoClient();
     disposables.push(
       vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
         createDebugAdapterTracker(session) {
@@ -104,9 +91,8 @@ describe("Debug sessions against the demo's real broker", () => {
 
   it("a click on rank 1 attaches a session under the Ray cluster session that stops at an editor breakpoint in Trainer.step", async function () {
     this.timeout(90_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    const demoPy = path.join(ext.extensionPath, "python_backend", "raysleuth", "demo.py");
+    const root = extensionRoot();
+    const demoPy = path.join(root, "python_backend", "raysleuth", "demo.py");
     const index = fs.readFileSync(demoPy, "utf8").split("\n").findIndex((l) => l.includes(LINE_TEXT));
     assert.ok(index >= 0, `"${LINE_TEXT}" in ${demoPy}`);
     const line = index + 1;

@@ -4,27 +4,23 @@
 // and its session opens by itself, logpoints and snapshot points capture
 // without stopping. Every test removes its breakpoints and ends what it started.
 import * as assert from "assert";
-import { ChildProcess, spawn } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { ClusterBreakpoint, WorkerInfo } from "../../../extension/broker/types";
-import { Commands, EXTENSION_ID } from "../../../extension/constants";
+import { Commands } from "../../../extension/constants";
 import type { SleuthAttachConfig } from "../../../extension/debug/attachConfig";
 import type { MirrorNotifier } from "../../../extension/breakpoints/breakpointMirror";
 import { breakpointAt } from "../../../extension/breakpoints/rankBreakpoints";
-import { DapMessage, activateExtension, demoBroker, trackDapMessages, waitFor } from "./helpers";
+import { DapMessage, Fixture, connectedExtension, demoClient, extensionRoot, startFixture, trackDapMessages, waitFor, whenEnded } from "./helpers";
 
 
-/** A run of tests/fixtures/bp_job.py on the demo's cluster: its stdout lines and its exit. */
-interface FixtureRun {
-  child: ChildProcess;
+/** A run of tests/fixtures/bp_job.py on the demo's cluster, with its stdout's lines. */
+interface FixtureRun extends Fixture {
   lines: string[];
-  /** Resolves with the exit code (null when killed by a signal). */
-  exited: Promise<number | null>;
-  /** Stdout and stderr so far, for failure messages. */
+  /** The end of its output, for failure messages. */
   output(): string;
 }
 
@@ -36,17 +32,6 @@ function markerIndex(file: string, marker: string): number {
 
 function sourceBreakpoint(file: string, index: number, condition?: string, logMessage?: string): vscode.SourceBreakpoint {
   return new vscode.SourceBreakpoint(new vscode.Location(vscode.Uri.file(file), new vscode.Position(index, 0)), true, condition, undefined, logMessage);
-}
-
-function whenEnded(session: vscode.DebugSession): Promise<void> {
-  return new Promise((resolve) => {
-    const sub = vscode.debug.onDidTerminateDebugSession((s) => {
-      if (s.id === session.id) {
-        sub.dispose();
-        resolve();
-      }
-    });
-  });
 }
 
 describe("Cluster breakpoints against the demo's real broker", () => {
@@ -63,31 +48,16 @@ describe("Cluster breakpoints against the demo's real broker", () => {
   const clusterSet = async (file: string): Promise<ClusterBreakpoint[]> => (await truth.getBreakpoints()).filter((b) => b.path === file);
 
   function runFixture(args: string[] = []): FixtureRun {
-    const rayAddress = demoBroker().rayAddress;
-    assert.ok(rayAddress, "broker.json names the demo's ray_address");
-    const python = path.join(root, ".venv", "bin", "python");
-    // The absolute path: the workers' code objects then name the same file the editor has open.
-    const child = spawn(python, [fixture, ...args], {
-      cwd: root,
-      // As the demo and the Python tests: keep Ray on loopback (else it swaps 127.0.0.1 for the host's IP).
-      env: { ...process.env, RAY_ADDRESS: rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["pipe", "pipe", "pipe"], // stdin: the end of a --wait-stdin run
-    });
+    const job = startFixture("bp_job.py", args); // stdin: the end of a --wait-stdin run
     const lines: string[] = [];
-    let all = "";
     let partial = "";
-    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-      all += chunk;
+    job.child.stdout?.on("data", (chunk: string) => {
       partial += chunk;
       const parts = partial.split("\n");
       partial = parts.pop() ?? "";
       lines.push(...parts.map((l) => l.trim()));
     });
-    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-      all += chunk;
-    });
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-    const run = { child, lines, exited, output: () => all.slice(-4000) };
+    const run = { ...job, lines, output: () => job.out().slice(-4000) };
     runs.push(run);
     return run;
   }
@@ -119,13 +89,9 @@ describe("Cluster breakpoints against the demo's real broker", () => {
   }
 
   before(async () => {
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const b = demoBroker();
-    truth = new BrokerClient({ url: b.url, token: b.token });
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    root = ext.extensionPath;
+    api = await connectedExtension();
+    truth = demoClient();
+    root = extensionRoot();
     fixture = path.join(root, "tests", "fixtures", "bp_job.py");
     const folder = vscode.workspace.workspaceFolders?.[0];
     assert.ok(folder, "the test window has a workspace folder");

@@ -3,13 +3,12 @@
 // a click (raySleuth.inspectCrash) opens a session whose call stack shows the
 // raise line, served from the stored record after the worker is gone.
 import * as assert from "assert";
-import { spawn } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
-import { Commands, EXTENSION_ID } from "../../../extension/constants";
-import { DapMessage, activateExtension, demoBroker, trackDapMessages, waitFor } from "./helpers";
+import { Commands } from "../../../extension/constants";
+import { DapMessage, connectedExtension, extensionRoot, startFixture, trackDapMessages, waitFor } from "./helpers";
 
 
 describe("Crashes view against the demo's real broker", function () {
@@ -19,11 +18,8 @@ describe("Crashes view against the demo's real broker", function () {
   const disposables: vscode.Disposable[] = [];
 
   before(async () => {
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    root = ext.extensionPath;
+    api = await connectedExtension();
+    root = extensionRoot();
     disposables.push(
       trackDapMessages(messages),
     );
@@ -34,20 +30,6 @@ describe("Crashes view against the demo's real broker", function () {
       d.dispose();
     }
   });
-
-  /** tests/fixtures/crash_driver.py against the demo's cluster. */
-  function runDriver(args: string[]) {
-    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "crash_driver.py"), ...args], {
-      cwd: root,
-      env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
-    return { child, exited, out: () => out };
-  }
 
   it("a crash held while VS Code watches: the notification's Inspect attaches to the live worker at the raise frame; continue hands the driver Ray's error", async function () {
     this.timeout(180_000);
@@ -63,11 +45,10 @@ describe("Crashes view against the demo's real broker", function () {
     const openedBefore = api.crashes.opened.length;
     const startedSessions: vscode.DebugSession[] = [];
     const sub = vscode.debug.onDidStartDebugSession((x) => startedSessions.push(x));
-    const driver = runDriver(["--rank", "8", "--hold", "90"]);
+    const driver = startFixture("crash_driver.py", ["--rank", "8", "--hold", "90"]);
     let session: vscode.DebugSession | undefined;
     try {
-      const pidLine = await waitFor("the driver's actor", () => /pid (\d+)/.exec(driver.out()) ?? (driver.child.exitCode !== null && "exited"), 60_000);
-      assert.ok(Array.isArray(pidLine), `crash_driver.py: ${driver.out()}`);
+      const pidLine = await driver.match("the driver's actor", /pid (\d+)/);
       const pid = Number(pidLine[1]);
       const crash = await waitFor("the held crash in the Crashes view", () => api.crashes.crashes.find((c) => c.worker?.pid === pid), 60_000);
       assert.ok(crash.held_until && crash.held_until * 1000 > Date.now(), `held: ${JSON.stringify(crash)}`);
@@ -123,9 +104,7 @@ describe("Crashes view against the demo's real broker", function () {
       if (session) {
         await vscode.debug.stopDebugging(session);
       }
-      if (driver.child.exitCode === null) {
-        driver.child.kill("SIGTERM");
-      }
+      await driver.stop(0);
     }
   });
 
@@ -135,10 +114,9 @@ describe("Crashes view against the demo's real broker", function () {
     api.crashes.notifier = () => Promise.resolve(undefined); // the notification is left alone
     const startedSessions: vscode.DebugSession[] = [];
     const sub = vscode.debug.onDidStartDebugSession((x) => startedSessions.push(x));
-    const driver = runDriver(["--rank", "9", "--hold", "4"]);
+    const driver = startFixture("crash_driver.py", ["--rank", "9", "--hold", "4"]);
     try {
-      const pidLine = await waitFor("the driver's actor", () => /pid (\d+)/.exec(driver.out()) ?? (driver.child.exitCode !== null && "exited"), 60_000);
-      assert.ok(Array.isArray(pidLine), `crash_driver.py: ${driver.out()}`);
+      const pidLine = await driver.match("the driver's actor", /pid (\d+)/);
       const pid = Number(pidLine[1]);
       const crash = await waitFor("the held crash in the Crashes view", () => api.crashes.crashes.find((c) => c.worker?.pid === pid), 60_000);
       assert.ok(crash.held_until, `held: ${JSON.stringify(crash)}`);
@@ -149,9 +127,7 @@ describe("Crashes view against the demo's real broker", function () {
     } finally {
       sub.dispose();
       api.crashes.notifier = original;
-      if (driver.child.exitCode === null) {
-        driver.child.kill("SIGTERM");
-      }
+      await driver.stop(0);
     }
   });
 
@@ -160,7 +136,7 @@ describe("Crashes view against the demo's real broker", function () {
     const fixture = path.join(root, "tests", "fixtures", "crash_job.py");
     const raiseLine = fs.readFileSync(fixture, "utf8").split("\n").findIndex((l) => l.includes("@bp crash-raise")) + 1;
     assert.ok(raiseLine > 0);
-    const driver = runDriver([]);
+    const driver = startFixture("crash_driver.py");
     const code = await driver.exited;
     const m = /crashed (\d+) ZeroDivisionError/.exec(driver.out());
     assert.ok(code === 0 && m, `crash_driver.py: ${driver.out().slice(-3000)}`);

@@ -5,16 +5,15 @@
 // that line. The broker's hang watch, switched on from the view, raises a
 // notification whose "Show Stacks" shows them again.
 import * as assert from "assert";
-import { spawn } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
-import { Commands, EXTENSION_ID } from "../../../extension/constants";
+import { Commands } from "../../../extension/constants";
 import { StacksResult } from "../../../extension/broker/types";
 import type { StackGroupNode, StackNode } from "../../../extension/views/stackTree";
 import type { SnapshotView } from "../../../extension/views/snapshotPanel";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { Fixture, connectedExtension, extensionRoot, startFixture, waitFor } from "./helpers";
 
 function groupsIn(nodes: readonly StackNode[]): StackGroupNode[] {
   return nodes.flatMap((n) => (n.kind === "group" ? [n] : n.kind === "job" ? groupsIn(n.children) : []));
@@ -29,29 +28,17 @@ function markerLine(file: string, marker: string): number {
 describe("Stacks view against the demo's real broker", function () {
   let api: RaySleuthApi;
   let fixture: string;
-  let driver: { child: ReturnType<typeof spawn>; out: () => string; exited: Promise<number | null> } | undefined;
+  let driver: Fixture | undefined;
   let jobId: string;
   let pids: number[];
 
   before(async function () {
     this.timeout(120_000);
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    const root = ext.extensionPath;
+    api = await connectedExtension();
+    const root = extensionRoot();
     fixture = path.join(root, "tests", "fixtures", "stacks_job.py");
-    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "stacks_driver.py"), "--seconds", "300"], {
-      cwd: root,
-      env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    driver = { child, out: () => out, exited: new Promise((resolve) => child.on("exit", resolve)) };
-    const m = await waitFor("the driver's job", () => /^job (\S+) pids ([\d ]+)$/m.exec(out) ?? (child.exitCode !== null && "exited"), 90_000);
-    assert.ok(Array.isArray(m), `stacks_driver.py: ${out}`);
+    driver = startFixture("stacks_driver.py", ["--seconds", "300"]);
+    const m = await driver.match("the driver's job", /^job (\S+) pids ([\d ]+)$/m, 90_000);
     jobId = m[1];
     pids = m[2].trim().split(/\s+/).map(Number);
     assert.strictEqual(pids.length, 4);
@@ -62,13 +49,7 @@ describe("Stacks view against the demo's real broker", function () {
     if (api?.stacks.watching) {
       await api.stacks.toggleWatch();
     }
-    if (driver && driver.child.exitCode === null) {
-      driver.child.stdin?.end(); // the driver ends, and its actors with it
-      const code = await Promise.race([driver.exited, new Promise<string>((r) => setTimeout(() => r("still running"), 30_000).unref())]);
-      if (code === "still running") {
-        driver.child.kill("SIGTERM");
-      }
-    }
+    await driver?.stop(); // the driver ends, and its actors with it
   });
 
   /** The fixture job's groups once its four ranks stand in their two places (the calls start a moment after the driver prints). */

@@ -3,43 +3,27 @@
 // toggle reaches the broker; the Cluster view stops claiming running workers
 // while the broker cannot be reached.
 import * as assert from "assert";
-import { spawn } from "child_process";
-import * as path from "path";
 import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
-import { Commands, EXTENSION_ID, SETTINGS_SECTION, Settings } from "../../../extension/constants";
+import { Commands, SETTINGS_SECTION, Settings } from "../../../extension/constants";
 import type { StatusChange } from "../../../extension/broker/brokerConnection";
 import { NodeInfo, WorkerInfo } from "../../../extension/broker/types";
 import { ClusterState } from "../../../extension/cluster/clusterState";
 import { ClusterTreeNode, WorkerTreeProvider } from "../../../extension/cluster/workerTreeProvider";
-import { activateExtension, demoBroker, waitFor } from "./helpers";
+import { connectedExtension, startFixture, waitFor } from "./helpers";
 
 describe("Worker logs, all-stop and stale states (issue #13)", function () {
   let api: RaySleuthApi;
-  let root: string;
 
   before(async () => {
-    api = await activateExtension();
-    await waitFor("the connection", () => api.state.status === "connected", 30_000);
-    const ext = vscode.extensions.getExtension(EXTENSION_ID);
-    assert.ok(ext);
-    root = ext.extensionPath;
+    api = await connectedExtension();
   });
 
   it("Show Worker Output opens the worker's stdout and follows it live; Show Worker Errors its stderr", async function () {
     this.timeout(120_000);
-    const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", "log_driver.py")], {
-      cwd: root,
-      env: { ...process.env, RAY_ADDRESS: demoBroker().rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
-    child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
+    const driver = startFixture("log_driver.py");
     try {
-      const m = await waitFor("the driver's actor", () => /pid (\d+)/.exec(out) ?? (child.exitCode !== null && "exited"), 60_000);
-      assert.ok(Array.isArray(m), `log_driver.py: ${out}`);
-      const pid = Number(m[1]);
+      const pid = Number((await driver.match("the driver's actor", /pid (\d+)/))[1]);
       // A prestarted worker's agent registers before Ray hands it the actor; its class follows with a heartbeat.
       const worker = await waitFor("the Speaker actor in the Cluster view", () => api.state.workers.find((w) => w.pid === pid && w.state !== "exited" && w.actor_class === "Speaker"), 30_000);
       // As the context menu calls it: with the tree element.
@@ -52,17 +36,14 @@ describe("Worker logs, all-stop and stale states (issue #13)", function () {
       assert.match(doc.getText(), /log-driver out 1\n/);
       assert.doesNotMatch(doc.getText(), /log-driver err 1/);
       // The worker writes again: the open document follows.
-      child.stdin?.write("say 2\n");
+      driver.child.stdin?.write("say 2\n");
       await waitFor("line 2 in the open document", () => doc.getText().includes("log-driver out 2\n"), 15_000);
       const err = await vscode.commands.executeCommand<vscode.TextDocument | undefined>(Commands.showWorkerErrors, worker.id);
       assert.ok(err);
       assert.match(err.getText(), /log-driver err 1\n(.|\n)*log-driver err 2\n/);
     } finally {
       await vscode.commands.executeCommand("workbench.action.closeAllEditors");
-      child.stdin?.end();
-      if (child.exitCode === null) {
-        setTimeout(() => child.kill("SIGTERM"), 10_000).unref();
-      }
+      await driver.stop(10_000);
     }
   });
 

@@ -1,5 +1,6 @@
 // Shared by the extension-host tests: the activated extension's API, the
 // broker the test run points it at, and waiting on conditions (never sleeps).
+import { ChildProcess, spawn } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import * as vscode from "vscode";
@@ -7,6 +8,7 @@ import type { RaySleuthApi } from "../../../extension/extension";
 import type { ClusterTreeNode } from "../../../extension/cluster/workerTreeProvider";
 import { DEBUG_TYPE, EXTENSION_ID } from "../../../extension/constants";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
+import { BrokerClient } from "../../../extension/broker/brokerClient";
 
 export async function activateExtension(): Promise<RaySleuthApi> {
   const ext = vscode.extensions.getExtension<RaySleuthApi>(EXTENSION_ID);
@@ -16,6 +18,40 @@ export async function activateExtension(): Promise<RaySleuthApi> {
   const api = await ext.activate();
   await api.initialConnect;
   return api;
+}
+
+/** The activated extension once it is connected to the demo's broker. */
+export async function connectedExtension(): Promise<RaySleuthApi> {
+  const api = await activateExtension();
+  await waitFor("the connection", () => api.state.status === "connected", 30_000);
+  return api;
+}
+
+/** The checkout the extension runs from (its fixtures, its .venv). */
+export function extensionRoot(): string {
+  const root = vscode.extensions.getExtension(EXTENSION_ID)?.extensionPath;
+  if (!root) {
+    throw new Error(`Extension ${EXTENSION_ID} is not loaded`);
+  }
+  return root;
+}
+
+/** A client of the demo's broker of the test's own: what the cluster really has, whatever the extension shows. */
+export function demoClient(): BrokerClient {
+  const b = demoBroker();
+  return new BrokerClient({ url: b.url, token: b.token });
+}
+
+/** Resolves when the session has ended. */
+export function whenEnded(session: vscode.DebugSession): Promise<void> {
+  return new Promise((resolve) => {
+    const sub = vscode.debug.onDidTerminateDebugSession((s) => {
+      if (s.id === session.id) {
+        sub.dispose();
+        resolve();
+      }
+    });
+  });
 }
 
 /** The broker the run started (the demo): read from raySleuth.stateDir, as the extension does. */
@@ -45,6 +81,59 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** A Python fixture (tests/fixtures/…) run against the demo's Ray cluster. */
+export interface Fixture {
+  readonly child: ChildProcess;
+  /** Everything it printed so far, stdout and stderr. */
+  out(): string;
+  readonly exited: Promise<number | null>;
+  /** The first match of `re` in its output; fails with the output when it exits first or after timeoutMs. */
+  match(what: string, re: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
+  /** Ends its input, waits up to graceMs for it to exit, then sends SIGTERM. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Runs tests/fixtures/`script` with the checkout's .venv against the demo's cluster, Ray kept on loopback. */
+export function startFixture(script: string, args: string[] = []): Fixture {
+  const root = extensionRoot();
+  const rayAddress = demoBroker().rayAddress;
+  if (!rayAddress) {
+    throw new Error(`startFixture(${script}): broker.json names no ray_address`);
+  }
+  // The absolute path: the workers' code objects then name the same file the editor has open.
+  const child = spawn(path.join(root, ".venv", "bin", "python"), [path.join(root, "tests", "fixtures", script), ...args], {
+    cwd: root,
+    env: { ...process.env, RAY_ADDRESS: rayAddress, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: "0", PYTHONUNBUFFERED: "1" },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr?.setEncoding("utf8").on("data", (c: string) => (out += c));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return {
+    child,
+    exited,
+    out: () => out,
+    async match(what, re, timeoutMs = 60_000) {
+      const m = await waitFor(what, () => re.exec(out) ?? (child.exitCode !== null && "exited"), timeoutMs);
+      if (!Array.isArray(m)) {
+        throw new Error(`${script} exited (${child.exitCode}) before ${what}: ${out.slice(-3000)}`);
+      }
+      return m;
+    },
+    async stop(graceMs = 30_000) {
+      child.stdin?.end();
+      if (child.exitCode !== null) {
+        return;
+      }
+      const late = await Promise.race([exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), graceMs).unref())]);
+      if (late) {
+        child.kill("SIGTERM");
+      }
+    },
+  };
 }
 
 export interface RenderedItem {

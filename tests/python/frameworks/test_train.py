@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import fw_train
-from helpers import dap_address, marker_line, wait_until
+from helpers import dap_address, marker_line, stopped_frames, wait_until
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
@@ -50,9 +50,7 @@ async def test_rank_1_breakpoint_in_train_loop_stops_only_rank_1(
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "rank": 1})
     try:
-        ev = await s.wait_event("stopped", timeout=30)
-        tid = ev["body"]["threadId"]
-        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        tid, frames = await stopped_frames(s)
         top = frames[0]
         assert (top["source"]["path"], top["line"], top["name"]) == (JOB, LINE, "train_loop_per_worker")
         got = await s.request("evaluate", {"expression": "(rank, step)", "frameId": top["id"]})

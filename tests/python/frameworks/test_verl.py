@@ -10,7 +10,7 @@ from pathlib import Path
 import fw_verl
 import pytest
 import ray
-from helpers import dap_address, marker_line, wait_until
+from helpers import dap_address, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
 
@@ -74,9 +74,7 @@ async def test_breakpoint_in_the_other_role_stops_both_ranks_and_attach_by_rank(
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "rank": 0})
     try:
-        ev = await s.wait_event("stopped", timeout=30)
-        tid = ev["body"]["threadId"]
-        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        tid, frames = await stopped_frames(s)
         top = frames[0]
         assert (top["source"]["path"], top["line"], top["name"]) == (JOB, CRITIC_LINE, "value")
         got = await s.request("evaluate", {"expression": "step + self.rank", "frameId": top["id"]})

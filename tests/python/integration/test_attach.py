@@ -9,7 +9,7 @@ import psutil
 import pytest
 import ranked_job
 import ray
-from helpers import FIXTURES, dap_address, marker_line, wait_until
+from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import DapClient, DapError, open_session
 
@@ -50,9 +50,7 @@ async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, 
     )
     try:
         ref = actors[0].step.remote(3)
-        stopped = await s.wait_event("stopped", timeout=30)
-        tid = stopped["body"]["threadId"]
-        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        tid, frames = await stopped_frames(s)
         assert frames[0]["line"] == STEP_LINE and frames[0]["source"]["path"] == JOB
         ev = await s.request(
             "evaluate", {"expression": "step * 10", "frameId": frames[0]["id"], "context": "repl"}

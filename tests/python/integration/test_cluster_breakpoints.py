@@ -11,7 +11,7 @@ import sys
 import cluster_bp
 import pytest
 import ray
-from helpers import FIXTURES, dap_address, marker_line, wait_until
+from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
 from raysleuth.errors import SleuthError
@@ -188,9 +188,7 @@ async def test_session_of_a_cluster_stop_shows_the_line_and_steps(broker, client
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "rank": 1})
     try:
-        stopped = await s.wait_event("stopped", timeout=30)
-        tid = stopped["body"]["threadId"]
-        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        tid, frames = await stopped_frames(s)
         assert (frames[0]["line"], frames[0]["name"]) == (LINE, "one")
         await s.request("next", {"threadId": tid})
         await s.wait_event("stopped", timeout=30)

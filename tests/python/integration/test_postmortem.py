@@ -13,7 +13,7 @@ import time
 import crash_job
 import pytest
 import ray
-from helpers import FIXTURES, dap_address, marker_line, wait_until
+from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
 
@@ -169,9 +169,7 @@ async def test_attach_on_the_crash_event_is_live(broker, client, watcher):
     host, port = dap_address(broker)
     s = await open_session(host, port, {"token": broker.token, "crash": ev["id"]})
     try:
-        stopped = await s.wait_event("stopped", timeout=30)
-        tid = stopped["body"]["threadId"]
-        frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+        tid, frames = await stopped_frames(s)
         ev = await s.request(
             "evaluate", {"expression": "total * 10", "frameId": frames[0]["id"], "context": "repl"}
         )

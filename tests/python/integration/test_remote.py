@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 import ranked_job
 import ray
-from helpers import FIXTURES, marker_line, wait_until
+from helpers import FIXTURES, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import DapClient, DapError, open_session
 
@@ -89,9 +89,7 @@ async def test_dap_session_through_the_same_forwarded_port_stops_and_evaluates(b
         )
         try:
             ref = remote_rank.step.remote(4)
-            stopped = await s.wait_event("stopped", timeout=30)
-            tid = stopped["body"]["threadId"]
-            frames = (await s.request("stackTrace", {"threadId": tid}))["body"]["stackFrames"]
+            tid, frames = await stopped_frames(s)
             assert frames[0]["line"] == STEP_LINE and frames[0]["source"]["path"] == JOB
             ev = await s.request(
                 "evaluate", {"expression": "step * 10", "frameId": frames[0]["id"], "context": "repl"}
