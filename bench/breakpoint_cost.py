@@ -2,8 +2,8 @@
 
 Runs on the interpreter that runs it. Prints one JSON line of ratios measured in the same run. The
 first three compare an agent worker's hot loop while the points are armed with the same worker's
-loop while they are not, the phases alternating, each phase's time over an agent-less actor's in
-that phase (the agent's idle cost is agent_overhead's):
+loop while they are not, in ROUNDS rounds of both phases, each phase's time over an agent-less
+actor's in that phase, the median of the rounds (the agent's idle cost is agent_overhead's):
   out_of_scope_ratio     a breakpoint scoped to another rank                      (target <= 1.02)
   in_scope_ratio         an armed breakpoint in another function                (<= 1.05 on 3.11,
                                                                                   <= 1.02 on 3.12+)
@@ -48,6 +48,8 @@ from raysleuth.client import BrokerClient
 from raysleuth.dap.client import open_session
 
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
+"""Rounds of armed and disarmed phases in measure_ratios (each ~2 s)."""
 LOOP_N = int(os.environ.get("BENCH_LOOP_N", "4000000"))
 ARMED_WORKERS = 8
 FILE = os.path.abspath(__file__)
@@ -189,7 +191,7 @@ def measure_ratios(client: BrokerClient) -> dict:
         ray.get(fn(LOOP_N // 10))  # warm up
     names = list(calls)
     times: dict[tuple[str, bool], list[float]] = {(n, a): [] for n in names for a in (False, True)}
-    for i in range(REPEATS):
+    for i in range(ROUNDS):
         for armed in (False, True) if i % 2 == 0 else (True, False):
             (arm if armed else disarm)(client, pids)
             order = names[i % len(names) :] + names[: i % len(names)]
@@ -198,9 +200,14 @@ def measure_ratios(client: BrokerClient) -> dict:
     t = {k: min(v) for k, v in times.items()}
 
     def own(name: str) -> float:
-        """The worker's armed time over its disarmed time, each over the agent-less actor's in the
-        same phases (what the machine's load did between the phases cancels out)."""
-        return (t[(name, True)] / t[("base", True)]) / (t[(name, False)] / t[("base", False)])
+        """Per round, the worker's armed time over its disarmed time, each over the agent-less
+        actor's in the same phase (what the machine's load did between phases cancels out); the
+        median of the rounds (a round the machine disturbed counts once, either way)."""
+        x = times
+        return statistics.median(
+            (x[(name, True)][i] / x[("base", True)][i]) / (x[(name, False)][i] / x[("base", False)][i])
+            for i in range(ROUNDS)
+        )
 
     traced = interleaved({"base": base.loop.remote, "settrace": tracer.loop_settrace.remote})
     # A false condition on a line inside the hot loop: the per-pass price of the trigger itself.
