@@ -152,7 +152,10 @@ def arm(client: BrokerClient, pids: list[int]) -> None:
     while time.time() < deadline and not (armed_in(client, pids[1]) and len(armed_in(client, pids[2])) == 2):
         time.sleep(0.02)
     assert not armed_in(client, pids[0]), "the worker outside the scope must not be armed"
-    assert armed_in(client, pids[1]) and len(armed_in(client, pids[2])) == 2, "armed in the scoped workers"
+    assert armed_in(client, pids[1]) and len(armed_in(client, pids[2])) == 2, (
+        f"armed in the scoped workers: {[armed_in(client, p) for p in pids]}; "
+        f"breakpoints {client.breakpoints()}; snapshots {client.get('/v1/snapshots')}"
+    )
 
 
 def disarm(client: BrokerClient, pids: list[int]) -> None:
@@ -191,9 +194,12 @@ def measure_ratios(client: BrokerClient) -> dict:
         ray.get(fn(LOOP_N // 10))  # warm up
     names = list(calls)
     times: dict[tuple[str, bool], list[float]] = {(n, a): [] for n in names for a in (False, True)}
+    now_armed = False
     for i in range(ROUNDS):
         for armed in (False, True) if i % 2 == 0 else (True, False):
-            (arm if armed else disarm)(client, pids)
+            if armed != now_armed:  # ABBA: a round ends in the phase the next one starts with
+                (arm if armed else disarm)(client, pids)
+                now_armed = armed
             order = names[i % len(names) :] + names[: i % len(names)]
             for n in order:
                 times[(n, armed)].append(ray.get(calls[n](LOOP_N)))
