@@ -170,9 +170,9 @@ def disarm(client: BrokerClient, pids: list[int]) -> None:
 
 def measure_ratios(client: BrokerClient) -> dict:
     """Each agent worker against itself: its loop while the points are armed over its loop while
-    they are not, the two phases alternating REPEATS times (min of each). Two processes running the
-    same loop differ by up to ~10% on a shared 2-core machine (`process_spread`), more than the
-    targets, so the cross-process figures are kept for information only."""
+    they are not, in ROUNDS ABBA rounds (see own()). Two processes running the same loop differ by
+    up to ~10% on a shared 2-core machine (`process_spread`), more than the targets, so the
+    cross-process figures (min of each phase) are kept for information only."""
     base = Looper.options(runtime_env=env(False)).remote(None)
     tracer = Looper.options(runtime_env=env(False)).remote(None)  # its own: tracing leaves traces
     out = Looper.options(runtime_env=env(True)).remote(0)
@@ -209,10 +209,10 @@ def measure_ratios(client: BrokerClient) -> dict:
         """Per round, the worker's armed time over its disarmed time, each over the agent-less
         actor's in the same phase (what the machine's load did between phases cancels out); the
         median of the rounds (a round the machine disturbed counts once, either way)."""
-        x = times
+        armed, disarmed = times[(name, True)], times[(name, False)]
+        base_armed, base_disarmed = times[("base", True)], times[("base", False)]
         return statistics.median(
-            (x[(name, True)][i] / x[("base", True)][i]) / (x[(name, False)][i] / x[("base", False)][i])
-            for i in range(ROUNDS)
+            (armed[i] / base_armed[i]) / (disarmed[i] / base_disarmed[i]) for i in range(ROUNDS)
         )
 
     traced = interleaved({"base": base.loop.remote, "settrace": tracer.loop_settrace.remote})
