@@ -17,6 +17,7 @@ RAYSLEUTH_BIN="${RAYSLEUTH_BIN:-$ROOT/.venv/bin/raysleuth}"
 
 RUN_DIR=""
 DEMO_PID=""
+DEMO_RC=0
 finished=0
 
 say() { echo "[test_extension] $*"; }
@@ -63,7 +64,8 @@ stop_demo() {
     sleep 2
     for p in $left; do alive "$p" && kill -KILL "$p" 2>/dev/null || true; done
   fi
-  wait "$DEMO_PID" 2>/dev/null || true
+  DEMO_RC=0  # 1 when Ray aborted a worker during the run (the demo names the check)
+  wait "$DEMO_PID" 2>/dev/null || DEMO_RC=$?
   DEMO_PID=""
 }
 
@@ -134,6 +136,10 @@ else
 fi
 if [ "$runner_rc" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
 stop_demo
+if [ "$DEMO_RC" = 1 ]; then
+  say "Ray aborted a worker of the demo's cluster:"; grep "Ray aborted a worker" "$RUN_DIR/demo.log" >&2
+  failed=$((failed + 1))
+fi
 say "total $((SECONDS - t0)) s"
 finish "$passed" "$failed" "$skipped"
 if [ "$failed" != 0 ] || [ "$passed" = 0 ]; then exit 1; fi

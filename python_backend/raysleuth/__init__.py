@@ -30,7 +30,12 @@ def init() -> None:
         return
     from raysleuth import agent
 
-    agent.start_when_connected(source="api")
+    if agent.start_when_connected(source="api") is not None:
+        from raysleuth.agent import taskgate
+        from raysleuth.agent.identity import ray_connected, ray_worker
+
+        if ray_connected() and getattr(ray_worker(), "mode", None) == 1:  # WORKER_MODE: in a task
+            taskgate.mark_if_in_task()
 
 
 def set_rank(rank: int, world_size: int | None = None, local_rank: int | None = None) -> None:

@@ -163,14 +163,24 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
                 _say(f"      step {step}")
             step += 1
         print(format_workers(client.workers()), flush=True)
-        return 0
     except KeyboardInterrupt:
-        return 0
+        pass
     finally:
         _say("stopping the broker and the Ray cluster ...")
         if broker is not None:
             broker.stop()
         ray.shutdown()
+    return 1 if _say_ray_aborts(ctx.address_info["session_dir"]) else 0
+
+
+def _say_ray_aborts(session_dir: str) -> int:
+    """Workers Ray aborted during the demo (its fatal checks, in the session's worker logs)."""
+    from raysleuth.nodelogs import fatal_checks
+
+    found = fatal_checks(os.path.join(session_dir, "logs"))
+    for f in found:
+        _say(f"Ray aborted a worker: {f['check']} ({f['file']}:{f['line']})")
+    return len(found)
 
 
 def _connect_help(sd: Path, broker) -> str:

@@ -48,8 +48,9 @@ class FakeAgents:
 
 
 class FakeRelay:
-    def __init__(self, fault_text=None, pyspy=None):
+    def __init__(self, fault_text=None, pyspy=None, fatal_check=None):
         self.fault_text = Remote(lambda path: fault_text)
+        self.fatal_check = Remote(lambda wid, pid: (fatal_check or {}).get(wid))
         self.pyspy_dump = Remote(
             pyspy or (lambda pid, native, timeout: {"threads": [], "error": "no py-spy"})
         )

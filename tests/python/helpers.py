@@ -105,8 +105,30 @@ def local_cluster(prefix: str, num_cpus: int, system_config: dict | None = None)
         yield ctx
     finally:
         ray.shutdown()
-        if os.environ.get("RAYSLEUTH_KEEP_TEST_TEMP") != "1":  # keep the logs to look into a failure
+        fatal = fatal_checks_in(ctx.address_info["session_dir"])
+        if os.environ.get("RAYSLEUTH_KEEP_TEST_TEMP") != "1" and not fatal:  # kept to look into
             shutil.rmtree(temp, ignore_errors=True)
+    assert_no_fatal_checks(fatal)
+
+
+DELIBERATE_ABORTS: set[int] = set()
+"""Pids of workers a test made Ray abort on purpose: their fatal checks are expected."""
+
+
+def fatal_checks_in(*session_dirs: str) -> list[dict]:
+    """Every fatal Ray check (`] C ` line) in the worker logs of these session folders, but for
+    the workers in DELIBERATE_ABORTS."""
+    from raysleuth.nodelogs import fatal_checks
+
+    found = [f for d in dict.fromkeys(session_dirs) for f in fatal_checks(os.path.join(d, "logs"))]
+    expected = tuple(s for pid in DELIBERATE_ABORTS for s in (f"-{pid}.err", f"_{pid}.log"))
+    return [f for f in found if not f["file"].endswith(expected)] if expected else found
+
+
+def assert_no_fatal_checks(found: list[dict]) -> None:
+    """Fails a Ray test session in which Ray aborted a worker: the agent must never cause one."""
+    where = "\n".join(f"  {f['file']}:{f['line']}: {f['check']}" for f in found)
+    assert not found, f"Ray aborted {len(found)} worker(s) with a fatal check (logs kept):\n{where}"
 
 
 def run_probe(code: str, timeout: float = 120) -> dict:

@@ -87,6 +87,10 @@ class Agent:
     # --- life cycle -------------------------------------------------------------------------
 
     def start(self, wait_for_connect: bool) -> None:
+        from raysleuth.agent import taskgate
+
+        taskgate.install_early()
+        taskgate.on_first_task(self._first_task)
         if self.source != "api":
             # In this thread, now: Ray's main thread must not load a class before the wrap.
             from raysleuth.agent import datahook, loadhook
@@ -130,9 +134,18 @@ class Agent:
             time.sleep(0.05)
         return True
 
+    def _first_task(self) -> None:
+        """From Ray's task thread, once: the agent may call the registry now; look at once."""
+        self.link.look_now()
+        self._wake.set()
+
     def _identify(self) -> None:
         static = self.ident.read()
-        if not static["driver"]:
+        if static["driver"]:
+            from raysleuth.agent import taskgate
+
+            taskgate.mark_driver()
+        else:
             from raysleuth.agent import breakpoint as bp
             from raysleuth.agent import postmortem
 

@@ -8,6 +8,7 @@ import os
 import time
 
 from raysleuth import names
+from raysleuth.agent import taskgate
 
 LOOKUP_RETRY_S = float(os.environ.get("RAYSLEUTH_LOOKUP_RETRY_S", "3.0"))
 """Seconds between looks for the registry actor while no broker runs."""
@@ -40,12 +41,12 @@ class RegistryLink:
         if now < self._next_lookup:
             return None
         self._next_lookup = now + LOOKUP_RETRY_S
+        if not taskgate.task_ran():
+            # Until Ray ran a task here, a submission from this thread aborts the process (see
+            # taskgate.py); the first task wakes the agent.
+            return None
         import ray
 
-        if not job_assigned(ray):
-            # A worker no job has claimed yet (prestarted): an actor call from this thread would
-            # end the process (Ray: "can't access thread context when job_id is not assigned").
-            return None
         try:
             self.handle = ray.get_actor(names.REGISTRY_ACTOR, namespace=names.NAMESPACE)
             self._log().info("%s found the registry", self._who())
@@ -84,12 +85,3 @@ class RegistryLink:
             from raysleuth.agent.log import swallow
 
             swallow("saying goodbye to the registry", level=logging.DEBUG)
-
-
-def job_assigned(ray) -> bool:
-    """True once Ray has given this worker a job (its job id is not the nil `ffff…`)."""
-    try:
-        job = ray.get_runtime_context().get_job_id()
-    except Exception:  # noqa: BLE001 - not connected yet, or shutting down
-        return False
-    return bool(job) and set(job.lower()) != {"f"}

@@ -69,6 +69,12 @@ def hint_for(rec: CrashRecord, restarts: int = 0) -> str:
             "The node ran out of memory and Ray's memory monitor (or the kernel's OOM killer) ended "
             "the worker: lower its memory use or set num_cpus/memory so fewer tasks share a node."
         )
+    if rec.ray_check:
+        return (
+            f"Ray itself aborted this worker with a fatal check ({rec.ray_check.get('check')}): not "
+            "your code. The record's ray_check has the line and Ray's stack from "
+            f"{rec.ray_check.get('file')}; report it to Ray with that text and your Ray version."
+        )
     if kind == "segfault":
         return (
             "Native code crashed the process (segmentation fault): the faulthandler text shows the "

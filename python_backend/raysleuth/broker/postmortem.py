@@ -77,7 +77,13 @@ class PostMortem:
                 a.get("pid") == sw.get("pid") and a.get("node_id") == sw.get("node_id") for a in snap.actors
             )
             if wid not in by_id and not actor:
-                continue  # an idle pool worker of no actor nor agent: nothing to look at
+                if sw.get("exit_type") == "SYSTEM_ERROR":  # a record only if Ray aborted it
+                    self._deaths_done.add(wid)
+                    self.tasks.spawn(
+                        self.record_death(sw, None, only_if_ray_check=True),
+                        f"looking at the death of {wid[:8]}",
+                    )
+                continue  # an idle pool worker of no actor nor agent: nothing else to look at
             if (
                 sw.get("exit_type") == NODE_DIED
                 and not actor
@@ -89,12 +95,19 @@ class PostMortem:
             log.info("worker %s died (%s): recording it", wid[:8], sw.get("exit_type"))
             self.tasks.spawn(self.record_death(sw, by_id.get(wid)), f"recording the death of {wid[:8]}")
 
-    async def record_death(self, sw: dict, report: dict | None) -> CrashRecord:
+    async def record_death(
+        self, sw: dict, report: dict | None, only_if_ray_check: bool = False
+    ) -> CrashRecord | None:
         wid = sw["worker_id"]
-        w = self.table.get(wid)
-        worker = w.to_json() if w is not None else {"id": wid, "pid": sw.get("pid")}
-        detail = (sw.get("exit_detail") or "").strip()
         kind = DEATH_TYPES[sw["exit_type"]]
+        check = await self._ray_check(sw) if sw["exit_type"] == "SYSTEM_ERROR" else None
+        if check is None and only_if_ray_check:
+            return None
+        w = self.table.get(wid)
+        worker = (
+            w.to_json() if w is not None else {"id": wid, "pid": sw.get("pid"), "node_id": sw.get("node_id")}
+        )
+        detail = (sw.get("exit_detail") or "").strip()
         fault = None
         path = (report or {}).get("fault_file")
         if path:
@@ -110,7 +123,14 @@ class PostMortem:
             "kind": kind,
             "time": (sw.get("end_time_ms") or time.time() * 1000) / 1000.0,
             "exc_type": None,
-            "message": detail.splitlines()[0] if detail else f"the worker died ({sw.get('exit_type')})",
+            "message": (
+                f"Ray aborted the worker: {check['check']}"
+                if check
+                else detail.splitlines()[0]
+                if detail
+                else f"the worker died ({sw.get('exit_type')})"
+            ),
+            "ray_check": check,
             "exit_type": sw.get("exit_type"),
             "exit_detail": detail,
             "faulthandler": fault,
@@ -120,6 +140,17 @@ class PostMortem:
             "worker": worker,
         }
         return self.add_crash(rec)
+
+    async def _ray_check(self, sw: dict) -> dict | None:
+        """The fatal Ray check in the dead worker's logs on its node ({check, file, text}), or None."""
+        try:
+            relay = await self.relays.relay_for(sw.get("node_id"))
+            return await asyncio.wait_for(
+                relay.fatal_check.remote(sw["worker_id"], sw.get("pid")), FAULT_TEXT_TIMEOUT_S
+            )
+        except Exception as exc:  # noqa: BLE001 - the record still tells what Ray knows
+            log.info("fatal check of %s: %s", sw["worker_id"][:8], exc)
+            return None
 
     async def close(self) -> None:
         await self.tasks.close()

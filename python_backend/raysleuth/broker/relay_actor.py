@@ -70,6 +70,14 @@ class NodeRelay:
             }
         return await asyncio.to_thread(read_range, path, offset, max_bytes)
 
+    async def fatal_check(self, worker_id: str, pid: int | None) -> dict | None:
+        """The fatal Ray check a dead worker of this node died of ({check, file, text}), or None
+        (raysleuth/nodelogs.py)."""
+        from raysleuth.nodelogs import worker_fatal_check
+        from raysleuth.paths import ray_log_dir
+
+        return await asyncio.to_thread(worker_fatal_check, ray_log_dir(), worker_id, pid)
+
     async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)

@@ -38,6 +38,9 @@ class CrashRecord:
     cuda_memory: dict | None = None
     #: At a CUDA out-of-memory error: torch's memory_summary() text, the allocator's largest
     #: live blocks and the largest CUDA tensors Python held (raysleuth/gpu.py), else None.
+    ray_check: dict | None = None
+    #: The fatal Ray check that aborted the process: {check (`file.h:66: Check failed: ...`), file
+    #: (the log it is in, on the worker's node), text (the line and Ray's stack)}, else None.
     faulthandler: str | None = None
     #: Python's faulthandler text of a native crash, or None.
     traceback: str | None = None
@@ -63,8 +66,8 @@ class CrashRecord:
 
     SUMMARY = ("id", "time", "kind", "exc_type", "message", "hint", "worker", "held_until")
     DETAIL = SUMMARY + (
-        "frames", "gpu", "cuda_memory", "faulthandler", "traceback", "chain", "events", "task", "task_id",
-        "exit_type", "exit_detail", "last_report", "capture_ms", "sources",
+        "frames", "gpu", "cuda_memory", "ray_check", "faulthandler", "traceback", "chain", "events", "task",
+        "task_id", "exit_type", "exit_detail", "last_report", "capture_ms", "sources",
     )  # fmt: skip
 
     @classmethod

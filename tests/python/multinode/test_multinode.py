@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from helpers import free_port, pin_ray_env, short_temp_dir, wait_until
+from helpers import (
+    assert_no_fatal_checks,
+    fatal_checks_in,
+    free_port,
+    pin_ray_env,
+    short_temp_dir,
+    wait_until,
+)
 
 pin_ray_env(auth_mode="disabled")
 
@@ -34,8 +41,10 @@ def cluster():
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
     yield c
+    sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
     ray.shutdown()
     c.shutdown()
+    assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 
 def test_workers_on_three_nodes_have_distinct_node_ids(cluster, tmp_path):

@@ -13,7 +13,16 @@ import signal
 import time
 
 import pytest
-from helpers import FIXTURES, free_port, marker_line, pin_ray_env, short_temp_dir, wait_until
+from helpers import (
+    FIXTURES,
+    assert_no_fatal_checks,
+    fatal_checks_in,
+    free_port,
+    marker_line,
+    pin_ray_env,
+    short_temp_dir,
+    wait_until,
+)
 
 pin_ray_env(auth_mode="disabled")
 
@@ -61,8 +70,10 @@ def cluster():
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
     yield c
+    sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
     ray.shutdown()
     c.shutdown()
+    assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 
 @pytest.fixture(scope="module")

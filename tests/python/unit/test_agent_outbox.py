@@ -59,30 +59,3 @@ def test_events_are_kept_for_crash_records_and_sent_in_one_batch():
     ((_, _, kind, payload),) = reg.calls
     assert kind == "events" and [e["name"] for e in payload["items"]] == ["e0", "e1", "e2"]
     assert payload["dropped"] == 0
-
-
-def test_no_registry_call_before_ray_gives_the_worker_a_job(monkeypatch):
-    """A prestarted worker has the nil job id until a job claims it; an actor call from the agent
-    thread then ends the process inside Ray (seen in a multi-node run), so the registry is not
-    even looked up before. Ray's runtime context is the seam: no test can hold a worker job-less."""
-    import ray
-
-    job = {"id": "ffffffff"}
-    looked = []
-
-    class Context:
-        def get_job_id(self):
-            return job["id"]
-
-    monkeypatch.setattr(ray, "get_runtime_context", Context)
-    monkeypatch.setattr(ray, "get_actor", lambda *a, **k: looked.append(a) or "registry")
-    import logging
-
-    link = RegistryLink(lambda: logging.getLogger("test"), lambda: "Agent[test]")
-    box = Outbox(link, lambda: "w1", threading.Event())
-    assert link.lookup() is None and looked == []
-    box.emit("log", {"message": "early"})
-    assert link.handle is None  # queued, not sent
-    job["id"] = "01000000"
-    link.look_now()
-    assert link.lookup() == "registry" and len(looked) == 1

@@ -245,16 +245,40 @@ async def test_a_worker_seen_alive_that_dies_hard_gets_one_record_with_its_fault
     assert tl.events_since(0, "crash")[0]["fields"]["crash"] == rec.id
 
 
-def test_deaths_that_are_no_news_get_no_record(tmp_path):
+async def test_deaths_that_are_no_news_get_no_record(tmp_path):
     hub = EventHub()
     crashes = CrashStore(tmp_path)
-    pm = PostMortem(crashes, Timeline(hub), FakeTable(), FakeRelays(), hub)
-    # never seen alive; ended on purpose; an idle pool worker with no actor and no agent
+    relays = FakeRelays()
+    pm = PostMortem(crashes, Timeline(hub), FakeTable(), relays, hub)
+    # never seen alive; ended on purpose; an idle pool worker with no actor and no agent, whose
+    # logs (asked once) hold no fatal Ray check
     pm.note_deaths(StateSnapshot(workers=[death("a"), death("b", "INTENDED_SYSTEM_EXIT", alive=True)]), [])
     pm.note_deaths(StateSnapshot(workers=[death("b", "INTENDED_SYSTEM_EXIT")]), [])
     pm.note_deaths(StateSnapshot(workers=[death("c", alive=True)]), [])
     pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
-    assert len(pm.tasks) == 0 and crashes.records() == []
+    pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
+    await asyncio.wait_for(pm.tasks.wait(), 5)
+    assert crashes.records() == [] and relays.asked == ["n1"]
+
+
+async def test_a_worker_ray_aborted_gets_a_record_naming_the_check(tmp_path):
+    """Even an idle worker whose agent never reported: Ray's fatal check is news (#22)."""
+    hub = EventHub()
+    crashes = CrashStore(tmp_path)
+    check = {
+        "check": "shared_lru.h:66: Check failed: value != nullptr",
+        "file": "/l/w.err",
+        "text": "[...] C",
+    }
+    pm = PostMortem(crashes, Timeline(hub), FakeTable(), FakeRelays(FakeRelay(fatal_check={"c": check})), hub)
+    pm.note_deaths(StateSnapshot(workers=[death("c", alive=True)]), [])
+    pm.note_deaths(StateSnapshot(workers=[death("c")]), [])
+    await asyncio.wait_for(pm.tasks.wait(), 5)
+    [rec] = crashes.records()
+    assert (rec.kind, rec.worker["id"], rec.ray_check) == ("worker_died", "c", check)
+    assert rec.message == "Ray aborted the worker: shared_lru.h:66: Check failed: value != nullptr"
+    assert "shared_lru.h:66: Check failed: value != nullptr" in rec.hint and "/l/w.err" in rec.hint
+    assert rec.to_json()["ray_check"] == check
 
 
 async def test_a_node_death_records_the_busy_workers_it_took_not_the_idle_ones(tmp_path):

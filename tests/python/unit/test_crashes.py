@@ -59,6 +59,9 @@ def test_hints_follow_the_article_table(tmp_path):
         CrashRecord.from_json({"kind": "exception", "exc_type": "ConnectionRefusedError", "message": ""})
     )
     assert "died" in hint_for(CrashRecord.from_json({"kind": "worker_died"}))
+    check = {"check": "shared_lru.h:66: Check failed: value != nullptr", "file": "/x/w.err", "text": "..."}
+    named = hint_for(CrashRecord.from_json({"kind": "worker_died", "ray_check": check}))
+    assert "shared_lru.h:66: Check failed: value != nullptr" in named and "/x/w.err" in named
     assert "memory" in hint_for(CrashRecord.from_json({"kind": "oom"}))
     assert "faulthandler" in hint_for(CrashRecord.from_json({"kind": "segfault"}))
     store = CrashStore(tmp_path)

@@ -6,7 +6,14 @@ import os
 
 import pytest
 
-from raysleuth.nodelogs import MAX_CHUNK, find_worker_log, read_range
+from raysleuth.nodelogs import (
+    MAX_CHUNK,
+    fatal_checks,
+    fatal_in_text,
+    find_worker_log,
+    read_range,
+    worker_fatal_check,
+)
 
 WID = "ab" * 28
 
@@ -48,3 +55,44 @@ def test_the_tail_starts_at_a_line_and_a_chunk_ends_at_one(tmp_path):
     head = read_range(path, 0, max_bytes=15)
     assert head["data"] == "line 0\nline 1\n" and head["next_offset"] == 14
     assert read_range(path, 0, max_bytes=10 * MAX_CHUNK)["next_offset"] == os.path.getsize(path)
+
+
+# Ray 2.60's abort as it stands in a worker's .err (a fatal line, then Ray's stack).
+RAY_ABORT = (
+    "[2026-12-04 10:00:00,123 I 4051 4051] core_worker.cc:500: Constructing CoreWorker\n"
+    "[2026-12-04 10:00:10,456 C 4051 4054] shared_lru.h:66:  An unexpected system state has occurred. "
+    "You have likely discovered a bug in Ray. Please report this issue. Check failed: value != nullptr \n"
+    "*** StackTrace Information ***\n"
+    "ray::utils::container::SharedLruCache<>::Put()\n"
+    "ray::core::CoreWorker::OverrideTaskOrActorRuntimeEnvInfo()\n"
+)
+
+
+def test_a_fatal_check_is_named_with_its_place_and_condition(tmp_path):
+    found = fatal_in_text(RAY_ABORT)
+    assert found["check"] == "shared_lru.h:66: Check failed: value != nullptr"
+    assert found["text"].splitlines()[0].startswith("[2026-12-04 10:00:10,456 C")
+    assert "OverrideTaskOrActorRuntimeEnvInfo" in found["text"]
+    # Older Rays put the condition on the next line; other levels and user text are not fatal.
+    assert fatal_in_text("[2026-12-04 10:00:10,456 C 1 2] a.cc:9: boom\n x Check failed: a == b\n")[
+        "check"
+    ] == ("a.cc:9: Check failed: a == b")
+    assert fatal_in_text("[2026-12-04 10:00:10,456 E 1 2] a.cc:9: Check failed: x\n") is None
+    assert fatal_in_text("print: Check failed: my own test said so\n") is None
+
+
+def test_the_fatal_check_of_one_worker_and_of_a_whole_session(tmp_path):
+    write(tmp_path, f"worker-{WID}-01000000-77.err", "hello\n" + RAY_ABORT)
+    write(tmp_path, f"python-core-worker-{WID}_77.log", RAY_ABORT)
+    write(tmp_path, f"worker-{'cd' * 28}-01000000-78.err", "a user's own stderr\n")
+    write(tmp_path, "raylet.out", RAY_ABORT)  # not a worker's log: not scanned
+    one = worker_fatal_check(str(tmp_path), WID, 77)
+    assert one["check"] == "shared_lru.h:66: Check failed: value != nullptr"
+    assert one["file"].endswith(f"worker-{WID}-01000000-77.err")
+    assert worker_fatal_check(str(tmp_path), None, 77)["check"] == one["check"]  # by pid alone
+    assert worker_fatal_check(str(tmp_path), "cd" * 28, 78) is None
+    everything = fatal_checks(str(tmp_path))
+    assert sorted((os.path.basename(f["file"]), f["line"]) for f in everything) == [
+        (f"python-core-worker-{WID}_77.log", 2),
+        (f"worker-{WID}-01000000-77.err", 3),
+    ]
