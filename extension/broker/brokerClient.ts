@@ -3,6 +3,7 @@
 // with the bearer token. Node's fetch, eventsource-parser for the stream and
 // Node's EventEmitter; no vscode import, so it runs the same in the plain
 // mocha tests and in the extension host. It never shows anything.
+import { createHmac, randomBytes, timingSafeEqual } from "crypto";
 import { EventEmitter } from "events";
 import { createParser } from "eventsource-parser";
 import { formatRanks } from "../common/ranks";
@@ -139,6 +140,9 @@ export class BrokerClient {
   private streaming = false;
   private disposed = false;
   private _streamState: StreamState = "closed";
+  /** Settles once the broker proved it holds the token; cleared when a connection fails, so that a
+   *  process that took a dead broker's port is asked again, and never gets the token. */
+  private proven: Promise<void> | undefined;
 
   constructor(options: BrokerClientOptions) {
     this.url = options.url.replace(/\/+$/, "");
@@ -246,12 +250,61 @@ export class BrokerClient {
     return this.requestJson<WorkerLogChunk>("GET", `/v1/workers/${encodeURIComponent(workerId)}/logs?${q.toString()}`);
   }
 
+  /** Asks the broker to prove it holds the token (GET /v1/hello: an HMAC of a fresh nonce; no token is
+   *  sent); rejects with an "unauthorized" BrokerError when it cannot. Every token-bearing request waits for it. */
+  verify(): Promise<void> {
+    if (!this.proven) {
+      const proving = this.prove();
+      this.proven = proving;
+      proving.catch(() => {
+        if (this.proven === proving) {
+          this.proven = undefined;
+        }
+      });
+    }
+    return this.proven;
+  }
+
+  private async prove(): Promise<void> {
+    const nonce = randomBytes(16).toString("hex");
+    let status: number;
+    let text: string;
+    try {
+      const res = await fetch(`${this.url}/v1/hello?nonce=${nonce}`, {
+        headers: { "User-Agent": this.authHeaders()["User-Agent"], Accept: "application/json" },
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      status = res.status;
+      text = await res.text();
+    } catch (err) {
+      throw this.fetchError(err, "GET /v1/hello");
+    }
+    let proof: unknown;
+    try {
+      proof = (JSON.parse(text) as { proof?: unknown }).proof;
+    } catch {
+      proof = undefined;
+    }
+    const want = Buffer.from(createHmac("sha256", this.token).update(`raysleuth-broker-proof:${nonce}`).digest("hex"));
+    const given = Buffer.from(typeof proof === "string" ? proof : "");
+    if (status !== 200 || given.length !== want.length || !timingSafeEqual(given, want)) {
+      throw new BrokerError(
+        "unauthorized",
+        `The process at ${this.url} could not prove it is the broker that holds your token, so the token was not sent to it. ` +
+          `A broker that died leaves its address free for anyone: start one with "raysleuth broker", or check raySleuth.brokerAddress.`,
+        this.url,
+        status,
+      );
+    }
+  }
+
   /** One JSON request; rejects with a BrokerError that says what to do. */
   async requestJson<T>(method: string, path: string, body?: unknown): Promise<T> {
     const what = `${method} ${path}`;
     let status: number;
     let text: string;
     try {
+      await this.verify();
       const res = await fetch(this.url + path, {
         method,
         headers: {
@@ -265,6 +318,9 @@ export class BrokerClient {
       status = res.status;
       text = await res.text();
     } catch (err) {
+      if (!(err instanceof BrokerError)) {
+        this.proven = undefined; // the connection failed: whoever answers next proves itself again
+      }
       throw this.fetchError(err, what);
     }
     if (status < 200 || status >= 300) {
@@ -318,6 +374,7 @@ export class BrokerClient {
     const what = "GET /v1/stream";
     let failure: BrokerError;
     try {
+      await this.verify();
       const res = await fetch(this.url + "/v1/stream", {
         headers: { ...this.authHeaders(), Accept: "text/event-stream", "Cache-Control": "no-cache" },
         signal: abort.signal,
@@ -337,6 +394,7 @@ export class BrokerClient {
       return; // stopped on purpose, or a newer connection took over
     }
     this.streamAbort = undefined;
+    this.proven = undefined; // the stream ended: the broker may be gone, its port taken by another
     this.events.emit("streamError", failure);
     if (failure.kind === "unauthorized" || !this.streaming) {
       // Retrying with the same token cannot help.

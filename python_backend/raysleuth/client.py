@@ -1,20 +1,26 @@
 """A small synchronous client of the broker's HTTP API, for the CLI, the demo and scripts.
 
 Finds the broker from `--broker URL`, else RAYSLEUTH_BROKER, else `<state dir>/broker.json`;
-the token from RAYSLEUTH_TOKEN, else the token file.
+the token from RAYSLEUTH_TOKEN, else the state dir's token file; sends the token only to a
+broker that proved it holds it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from raysleuth.errors import BrokerUnreachable, SleuthError
 from raysleuth.paths import BROKER_FILE, TOKEN_FILE
 from raysleuth.paths import state_dir as resolve_state_dir
+from raysleuth.privfiles import check_state_dir
+from raysleuth.proof import HELLO_PATH, new_nonce, proven
 
 
 class BrokerClient:
@@ -32,35 +38,46 @@ class BrokerClient:
         broker: str | None = None,
         state_dir: str | os.PathLike | None = None,
     ) -> BrokerClient:
+        """The broker named by `broker`, RAYSLEUTH_BROKER or the state dir's broker.json, with
+        the token of RAYSLEUTH_TOKEN or the state dir; the broker proved it holds that token
+        before anything with the token is sent (`verify`)."""
         sd = resolve_state_dir(state_dir)
+        check_state_dir(sd)
         url = broker or os.environ.get("RAYSLEUTH_BROKER")
-        token_file = sd / TOKEN_FILE
+        source = "--broker" if broker else "RAYSLEUTH_BROKER"
         if not url:
-            info_path = sd / BROKER_FILE
-            try:
-                info = json.loads(info_path.read_text())
-            except FileNotFoundError:
-                raise BrokerUnreachable(
-                    f"No broker found: {info_path} does not exist.",
-                    "Start one with `raysleuth broker` (on the Ray head node), or pass --broker URL"
-                    " / set RAYSLEUTH_BROKER.",
-                ) from None
-            except ValueError as exc:
-                raise SleuthError(
-                    f"{info_path} is not valid JSON ({exc}).", "Remove it and start the broker again."
-                ) from exc
-            url = info["http"]
-            token_file = Path(info.get("token_file") or token_file)
-        token = os.environ.get("RAYSLEUTH_TOKEN", "").strip()
-        if not token:
-            try:
-                token = token_file.read_text().strip()
-            except OSError as exc:
-                raise SleuthError(
-                    f"Cannot read the broker token at {token_file} ({exc.strerror}).",
-                    "Set RAYSLEUTH_TOKEN, or run as the user who started the broker.",
-                ) from exc
-        return cls(url, token)
+            url, source = read_broker_file(sd)["http"], str(sd / BROKER_FILE)
+        check_url(url, source)
+        token = os.environ.get("RAYSLEUTH_TOKEN", "").strip() or read_token_file(sd / TOKEN_FILE)
+        client = cls(url, token)
+        client.verify(source)
+        return client
+
+    def verify(self, source: str) -> None:
+        """Ask the broker to prove it holds our token (no token sent); SleuthError if it cannot."""
+        nonce = new_nonce()
+        req = urllib.request.Request(f"{self.url}{HELLO_PATH}?nonce={nonce}", headers=self._agent())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                answer = json.load(resp)
+        except urllib.error.HTTPError as exc:
+            answer = {"status": exc.code}
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as exc:
+            raise BrokerUnreachable(
+                f"Cannot reach the broker at {self.url} (from {source}): {getattr(exc, 'reason', exc)}.",
+                'Start it with "raysleuth broker" or pass --broker URL / set RAYSLEUTH_BROKER.',
+            ) from None
+        if not proven(self.token, nonce, answer):
+            raise SleuthError(
+                f"The process at {self.url} (from {source}) could not prove it is the broker that "
+                "holds your token, so the token was not sent to it.",
+                "A broker that died leaves its address free for anyone: start one with "
+                "`raysleuth broker`, or pass the right --broker URL and token.",
+            )
+
+    @staticmethod
+    def _agent() -> dict:
+        return {"User-Agent": f"raysleuth-cli (pid {os.getpid()})"}
 
     def request(self, method: str, path: str, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -71,7 +88,7 @@ class BrokerClient:
             headers={
                 "Authorization": f"Bearer {self.token}",
                 "Content-Type": "application/json",
-                "User-Agent": f"raysleuth-cli (pid {os.getpid()})",
+                **self._agent(),
             },
         )
         try:
@@ -123,3 +140,85 @@ class BrokerClient:
 
     def breakpoints(self) -> list[dict]:
         return self.get("/v1/breakpoints")
+
+
+def check_url(url: str, source: str) -> None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SleuthError(
+            f"{url!r} (from {source}) is not a broker URL.", "Give one like http://127.0.0.1:8765."
+        )
+
+
+def read_broker_file(sd: Path) -> dict:
+    """The state dir's broker.json, refused unless it is a plain file of ours that others cannot
+    write, and reported stale when the broker that wrote it is gone."""
+    path = sd / BROKER_FILE
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        raise BrokerUnreachable(
+            f"No broker found: {path} does not exist.",
+            "Start one with `raysleuth broker` (on the Ray head node), or pass --broker URL"
+            " / set RAYSLEUTH_BROKER.",
+        ) from None
+    except OSError as exc:
+        raise SleuthError(f"Cannot read {path} ({exc.strerror}).", "Pass --state-dir DIR.") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise SleuthError(
+            f"{path} is not a plain file of yours that only you can write "
+            f"({stat.filemode(st.st_mode)}, uid {st.st_uid}): it may have been planted.",
+            "Delete it and start the broker again (`raysleuth broker`).",
+        )
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SleuthError(
+            f"{path} is not valid JSON ({exc}).", "Remove it and start the broker again."
+        ) from None
+    if not isinstance(info, dict) or not isinstance(info.get("http"), str):
+        raise SleuthError(
+            f'{path} does not describe a broker (it needs an "http" address).',
+            "Remove it and start the broker again (`raysleuth broker`).",
+        )
+    pid = info.get("pid")
+    if isinstance(pid, int) and pid > 0 and not _alive(pid):
+        raise BrokerUnreachable(
+            f"The broker of {path} is gone (pid {pid}).",
+            "Start one with `raysleuth broker`: it replaces the stale file.",
+        )
+    return info
+
+
+def read_token_file(path: Path) -> str:
+    """The token file: a plain file of ours that only we can read (never through a link)."""
+    hint = "Set RAYSLEUTH_TOKEN, or run as the user who started the broker."
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        what = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+        raise SleuthError(f"The broker token file {path} {what}.", hint) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise SleuthError(
+                f"The broker token file {path} ({stat.filemode(st.st_mode)}, uid {st.st_uid}) is not "
+                "a file only you can read.",
+                f"Delete it and restart the broker (a new token is made), or `chmod 600 {path}`.",
+            )
+        token = f.read(4096).decode("utf-8", "replace").strip()
+    if not token:
+        raise SleuthError(
+            f"The broker token file {path} is empty.", "Restart the broker: it writes a new one."
+        )
+    return token
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive (the proof decides)
+    return True

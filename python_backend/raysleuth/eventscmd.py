@@ -11,6 +11,9 @@ import datetime
 import json
 from urllib.parse import quote
 
+from raysleuth.errors import SleuthError
+from raysleuth.privfiles import write_private
+
 
 def _when(t) -> str:
     try:
@@ -64,8 +67,12 @@ def run_events(client, since: int, name: str | None, json_out: bool, export: str
     path = f"/v1/events?since={since}" + (f"&name={quote(name)}" if name else "")
     events = client.get(path)
     if export:
-        with open(export, "w") as f:
-            json.dump(to_trace(events), f, default=str)
+        try:
+            write_private(export, json.dumps(to_trace(events), default=str))
+        except OSError as exc:
+            raise SleuthError(
+                f"Cannot write {export}: {exc.strerror}.", "Pass --export a path in a folder you can write."
+            ) from exc
         print(f"wrote {len(events)} events to {export} (open it in ui.perfetto.dev or chrome://tracing)")
         return 0
     print(json.dumps(events, indent=1) if json_out else format_list(events))

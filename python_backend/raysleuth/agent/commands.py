@@ -98,8 +98,7 @@ def run(agent, command: dict) -> dict:
     if op == "digests":
         return {"ok": True, "digests": file_digests(command["root"], list(command.get("paths") or []))}
     if op == "listen":
-        host, port = debugger.open_listener()
-        return {"ok": True, "host": host, "port": port}
+        return {"ok": True, **debugger.open_listener(), "token": debugger.access_token()}
     if op == "ping":
         return {"ok": True}
     return {"ok": False, "error": f"unknown command {op!r}"}

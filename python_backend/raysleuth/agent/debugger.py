@@ -7,21 +7,26 @@ idle), and never raises into the task: callers get False or an exception they lo
 
 from __future__ import annotations
 
+import atexit
 import functools
+import hmac
 import os
+import secrets
 import socket
 import sys
+import tempfile
 import threading
 
 from raysleuth.agent.log import swallow
 
-LISTEN_HOST = "127.0.0.1"
-"""debugpy listens on loopback only: the node relay is the one way in."""
-
-_listener: tuple[str, int] | None = None
-"""(host, port) of this worker's debugpy listener, once opened (debugpy allows one per process)."""
+_listener: dict | None = None
+"""This worker's debugpy listener once opened ({path} or {host, port}; one per process)."""
 
 _listener_lock = threading.Lock()
+
+_access_token: str | None = None
+"""The secret a client must send (`pydevdAuthorize`) before debugpy answers anything else; the
+broker gets it with the listener's port, through Ray, never through a file or the network."""
 
 _paused_at: dict | None = None
 """{path, line, reason[, breakpoint]} while a thread of this worker is stopped, for the worker table."""
@@ -36,44 +41,164 @@ _resume_events: set[threading.Event] = set()
 # --- the listener ----------------------------------------------------------------------------
 
 
-def open_listener() -> tuple[str, int]:
-    """Open debugpy on 127.0.0.1 with its in-process adapter, once; reuse Ray's if it has one.
+def access_token() -> str | None:
+    """The listener's secret (None before it opened)."""
+    return _access_token
 
-    After ours, Ray is told the port so that a user's own `breakpoint()` (Ray's debugpy path)
-    reuses it instead of failing on a second `listen()`.
+
+def open_listener() -> dict:
+    """This worker's debugpy, opened once: {"path": an AF_UNIX socket in a folder only this user
+    can enter} (ours), or {"host", "port"} when Ray's own breakpoint() listened first. Either way
+    debugpy answers only a client that first sends `access_token()`.
     """
-    global _listener
+    global _listener, _access_token
     with _listener_lock:
         if _listener is not None:
-            return _listener
+            return dict(_listener)
         import ray
 
+        token = secrets.token_hex(32)
         w = ray._private.worker.global_worker
         ray_port = w.debugger_port  # a GCS lookup: set when Ray's breakpoint() listens already
-        if ray_port:  # Ray's breakpoint() already listens, on the node's address
-            _listener = (w.node_ip_address, int(ray_port))
-            return _listener
-        os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # no warning in the worker's log
-        import debugpy
-        import debugpy.server.api  # noqa: F401 - loads the vendored pydevd
+        if ray_port:  # Ray's breakpoint() already listens, on the node's address: lock it too
+            tune_debugger_sockets()
+            if not require_token(token):
+                raise RuntimeError("Ray's debugger listens in this worker and cannot be locked")
+            _access_token, _listener = token, {"host": w.node_ip_address, "port": int(ray_port)}
+            return dict(_listener)
+        path = listen_locked(token)
+        _access_token, _listener = token, {"path": path}
+        keep_rays_breakpoint_on_ours()
+        return dict(_listener)
 
-        no_delay_on_debugger_sockets()
 
-        host, port = debugpy.listen((LISTEN_HOST, 0), in_process_debug_adapter=True)
-        _listener = (host, int(port))
+def keep_rays_breakpoint_on_ours() -> None:
+    """Ray's breakpoint() opens a TCP listener on the node's address unless one is open: ours is
+    (on a private socket), so Ray's set_trace goes straight to waiting for a client."""
+    import ray.util.debugpy as ray_debugpy
+
+    def _ensure_debugger_port_open_thread_safe():
+        return None
+
+    ray_debugpy._ensure_debugger_port_open_thread_safe = _ensure_debugger_port_open_thread_safe
+
+
+UNIX_HOST = "unix:"
+"""The `host` that makes pydevd's server socket an AF_UNIX one at the path that follows."""
+
+
+def listen_locked(token: str) -> str:
+    """debugpy's in-process server on an AF_UNIX socket in a new 0700 folder (no other user can
+    even connect), whose pydevd refuses every request of every connection until the client sent
+    `token` (a `pydevdAuthorize` request). Returns the socket's path."""
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # no warning in the worker's log
+    import debugpy
+    import debugpy.server.api as api
+    import pydevd
+
+    tune_debugger_sockets()
+    unix_server_sockets(pydevd)
+    folder = tempfile.mkdtemp(prefix="rs-dbg-")  # 0700, this user's
+    path = os.path.join(folder, "dap.sock")
+    atexit.register(_remove, folder, path)
+    api.ensure_logging()
+    hidden = os.path.dirname(os.path.abspath(debugpy.__file__))
+    # What debugpy.listen(in_process_debug_adapter=True) passes, with the secret and the socket:
+    # pydevd takes the secret with the listening socket, so there is no moment without it.
+    api._settrace(
+        host=UNIX_HOST + path,
+        port=0,
+        suspend=False,
+        patch_multiprocessing=False,
+        dont_trace_start_patterns=(hidden,),
+        dont_trace_end_patterns=("debugpy_launcher.py",),
+        wait_for_ready_to_run=False,
+        block_until_connected=False,
+        access_token=token,
+    )
+    py_db = pydevd.get_global_debugger()
+    py_db.wait_for_server_socket_ready()
+    api.listen.called = True  # a later debugpy.listen() fails instead of tracing twice
+    if py_db._server_socket_name != path or not require_token(token):
+        raise RuntimeError("debugpy did not take the private socket and its token")
+    return path
+
+
+def unix_server_sockets(pydevd) -> None:
+    """pydevd's server socket, for a `host` of UNIX_HOST + path: AF_UNIX at that path, 0600."""
+    original = pydevd.create_server_socket
+    if getattr(original, "raysleuth_unix", False):
+        return
+
+    @functools.wraps(original)
+    def create_server_socket(host, port):
+        if not (isinstance(host, str) and host.startswith(UNIX_HOST)):
+            return original(host, port)
+        path = host[len(UNIX_HOST) :]
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            w.set_debugger_port(port)
-        except Exception:  # noqa: BLE001 - older Ray: breakpoint() would then open its own
-            swallow("telling Ray the debugger port %s", port)
-        return _listener
+            server.bind(path)
+            os.chmod(path, 0o600)
+            server.settimeout(None)
+        except Exception:
+            server.close()
+            raise
+        return server
+
+    create_server_socket.raysleuth_unix = True
+    pydevd.create_server_socket = create_server_socket
 
 
-def no_delay_on_debugger_sockets() -> bool:
-    """Turn Nagle's algorithm off on every socket pydevd talks DAP on (True once in place).
+def _remove(folder: str, path: str) -> None:
+    for remove, target in ((os.unlink, path), (os.rmdir, folder)):
+        try:
+            remove(target)
+        except OSError:
+            pass
 
-    pydevd writes a response and the events after it as separate small sends; with Nagle on, the
-    second waits for the client's delayed ACK (about 40 ms on Linux), so every request to a
-    stopped worker took ~44 ms, and a step in the editor (stackTrace, scopes, variables) over 100.
+
+class _TokenGate:
+    """pydevd's `authentication` of one process: a client is let in after it sent the token
+    (compared in constant time), and every new connection starts logged out."""
+
+    __slots__ = ("access_token", "client_access_token", "_ok")
+
+    def __init__(self, token: str) -> None:
+        self.access_token = token
+        self.client_access_token = None
+        self._ok = False
+
+    def is_authenticated(self) -> bool:
+        return self._ok
+
+    def login(self, access_token) -> None:
+        given = access_token if isinstance(access_token, str) else ""
+        self._ok = hmac.compare_digest(given.encode("utf-8", "replace"), self.access_token.encode())
+
+    def logout(self) -> None:
+        self._ok = False
+
+
+def require_token(token: str) -> bool:
+    """Make this process's pydevd refuse every request until a client sends `token` (True when
+    in place)."""
+    import pydevd
+
+    py_db = pydevd.get_global_debugger()
+    if py_db is None:
+        return False
+    py_db.authentication = _TokenGate(token)
+    return True
+
+
+def tune_debugger_sockets() -> bool:
+    """On every connection pydevd takes: log the client out (it must send the token again) and
+    turn Nagle's algorithm off (True once in place).
+
+    pydevd keeps who logged in per process, not per connection: without the logout a client
+    reconnecting after the broker's connection dropped would be let in. pydevd writes a response
+    and the events after it as separate small sends; with Nagle on, the second waits for the
+    client's delayed ACK (about 40 ms on Linux), so every request to a stopped worker took ~44 ms.
     """
     cls = getattr(sys.modules.get("pydevd"), "PyDB", None)
     original = getattr(cls, "initialize_network", None)
@@ -84,10 +209,12 @@ def no_delay_on_debugger_sockets() -> bool:
 
     @functools.wraps(original)
     def initialize_network(self, sock, *args, **kwargs):
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except Exception:  # noqa: BLE001 - not TCP (or closed already): nothing to tune
-            swallow("setting TCP_NODELAY on the debugger's socket")
+        self.authentication.logout()
+        if getattr(sock, "family", None) in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except Exception:  # noqa: BLE001 - closed already: nothing to tune
+                swallow("setting TCP_NODELAY on the debugger's socket")
         return original(self, sock, *args, **kwargs)
 
     initialize_network.raysleuth_no_delay = True

@@ -29,6 +29,7 @@ def agent_logger() -> logging.Logger:
             from raysleuth.paths import ray_log_dir  # asks Ray: only once there is a record
 
             path = os.path.join(ray_log_dir(), f"raysleuth-agent-{os.getpid()}.log")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600))
             handler = logging.FileHandler(path, delay=True)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
             logger.addHandler(handler)

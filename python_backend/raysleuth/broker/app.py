@@ -52,6 +52,7 @@ from raysleuth.broker.timeline import Timeline
 from raysleuth.broker.worker_logs import WorkerLogs
 from raysleuth.errors import SleuthError
 from raysleuth.paths import BROKER_FILE
+from raysleuth.privfiles import secure_state_dir
 from raysleuth.swallow import swallowed
 
 log = logging.getLogger("raysleuth.broker")
@@ -76,6 +77,12 @@ class Broker:
     def __init__(self, address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> None:
         self.address, self.host, self.port, self.dap_port = address, host, port, dap_port
         self.state_dir = state_dir
+        fixed = secure_state_dir(state_dir)
+        if fixed:
+            log.warning(
+                "made %d file(s) of %s private (0600, folders 0700); others could read them: %s",
+                len(fixed), state_dir, "; ".join(fixed[:5]) + (" ..." if len(fixed) > 5 else ""),
+            )  # fmt: skip
         self.token, self.token_file = load_or_create_token(state_dir)
         self.started = time.time()
         self.http_url: str | None = None

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from raysleuth.errors import SleuthError
 from raysleuth.paths import TOKEN_FILE
+from raysleuth.privfiles import private_dir, write_private
+
+MIN_TOKEN_CHARS = 32
+"""A token given by RAYSLEUTH_TOKEN: at least 128 bits even as hex."""
 
 
 def load_or_create_token(state_dir: Path) -> tuple[str, Path]:
@@ -18,11 +22,22 @@ def load_or_create_token(state_dir: Path) -> tuple[str, Path]:
     A token file that others can read, or that another user owns, is refused (SleuthError with a
     hint): the token guards code execution in every worker, and it may have leaked already.
     """
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(state_dir)
     path = state_dir / TOKEN_FILE
     token = os.environ.get("RAYSLEUTH_TOKEN", "").strip()
-    if path.exists():
-        st = path.stat()
+    if token and len(token) < MIN_TOKEN_CHARS:
+        raise SleuthError(
+            f"RAYSLEUTH_TOKEN is {len(token)} characters: a token needs at least {MIN_TOKEN_CHARS}.",
+            "Unset it (the broker makes one) or make one with "
+            '`python -c "import secrets; print(secrets.token_urlsafe(32))"`.',
+        )
+    if os.path.lexists(path):
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            raise SleuthError(
+                f"The broker's token file {path} is a symbolic link.",
+                "A token file must be a plain file of yours: delete the link (a new token is made).",
+            )
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO) or st.st_uid != os.getuid():
             mode = stat.filemode(st.st_mode)
             raise SleuthError(
@@ -34,12 +49,7 @@ def load_or_create_token(state_dir: Path) -> tuple[str, Path]:
             token = path.read_text().strip()
     if not token:
         token = secrets.token_urlsafe(32)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    write_private(path, token + "\n")
     return token, path
 
 
@@ -50,4 +60,6 @@ def check_bearer(header: str | None, token: str) -> bool:
     scheme, _, value = header.partition(" ")
     if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(value.strip().encode(), token.encode())
+    # surrogatepass: a header of any bytes (or a lone surrogate) is compared and refused, never an error
+    given = value.strip().encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(given, token.encode())

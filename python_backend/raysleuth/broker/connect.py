@@ -84,10 +84,9 @@ def exposure_warning(host: str) -> str | None:
 
 def write_json(path: Path, data: dict) -> None:
     """Atomically, mode 0600."""
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    from raysleuth.privfiles import write_private
+
+    write_private(path, json.dumps(data, indent=1) + "\n")
 
 
 def remove_if_ours(path: Path) -> None:

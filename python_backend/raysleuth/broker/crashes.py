@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from raysleuth.model.crash import KINDS, CrashRecord
+from raysleuth.privfiles import private_dir, write_private
 
 log = logging.getLogger("raysleuth.broker")
 
@@ -179,10 +180,8 @@ class CrashStore:
 
     def _write(self, rec: CrashRecord) -> None:
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.dir / f".{rec.id}.json.tmp"
-            tmp.write_text(json.dumps(rec.to_store(), default=str))
-            os.replace(tmp, self.dir / f"{rec.id}.json")
+            private_dir(self.dir)
+            write_private(self.dir / f"{rec.id}.json", json.dumps(rec.to_store(), default=str))
         except OSError:
             log.exception("could not write crash record %s", rec.id)
 

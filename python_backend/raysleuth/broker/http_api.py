@@ -20,6 +20,7 @@ from raysleuth.broker.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.stacks import StacksQuery
 from raysleuth.errors import BadRequest, NotFound, SleuthError
 from raysleuth.model.point import parse_owner
+from raysleuth.proof import HELLO_PATH, NONCE, proof
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +72,14 @@ class Services:
 def make_app(svc: Services) -> web.Application:
     @web.middleware
     async def errors_and_auth(request: web.Request, handler):
+        if request.path == HELLO_PATH and request.method == "GET":
+            return hello(request)
         if not check_bearer(request.headers.get("Authorization"), svc.token):
             return _error(
                 401,
                 "Missing or wrong token.",
-                f"Send 'Authorization: Bearer <token>'; the broker's token is in {svc.token_file}"
-                " (or set RAYSLEUTH_TOKEN for the CLI).",
+                "Send 'Authorization: Bearer <token>' with the token in the file `token` of the "
+                "broker's state dir (readable by its user only), or set RAYSLEUTH_TOKEN for the CLI.",
             )
         try:
             return await handler(request)
@@ -108,6 +111,14 @@ def make_app(svc: Services) -> web.Application:
                 f"Internal error: {type(exc).__name__}: {exc}",
                 "This is a Ray Sleuth bug; the broker's log has the traceback.",
             )
+
+    def hello(request: web.Request) -> web.Response:
+        """No token needed: the broker proves it holds the token (HMAC of the client's nonce), so
+        that a client never sends the token to a process that took a dead broker's port."""
+        nonce = request.query.get("nonce", "")
+        if not NONCE.fullmatch(nonce):
+            return _error(400, "nonce must be 32 to 128 hex digits.", "GET /v1/hello?nonce=<random hex>.")
+        return web.json_response({"broker": "raysleuth", "proof": proof(svc.token, nonce)})
 
     async def get_workers(request: web.Request) -> web.Response:
         return web.json_response(svc.table.workers_json())

@@ -85,6 +85,8 @@ class WorkerLink:
         self._initialized = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self.via_ray_breakpoint = False
+        self._access_token: str | None = None
+        """The secret the worker's debugpy wants first (from its agent; None: Ray's own listener)."""
 
     def __str__(self) -> str:
         w = self.worker
@@ -94,34 +96,39 @@ class WorkerLink:
 
     async def open(self, progress=None) -> None:
         say = progress or (lambda _msg: None)
-        host, port = await self._listener(say)
-        if not await self._connect_here(host, port):
-            await self._connect_by_relay(host, port)
+        where = await self._listener(say)
+        if not await self._connect_here(where):
+            await self._connect_by_relay(where)
         say("handshake with debugpy ...")
         await self._handshake()
         say("attached")
 
-    async def _connect_here(self, host: str, port: int) -> bool:
-        """A worker on the broker's own node: straight to its debugpy on loopback (no Ray call
-        per message: a request to a stopped worker then costs about what it does locally)."""
+    async def _connect_here(self, where: dict) -> bool:
+        """A worker on the broker's own node: straight to its debugpy's socket (no Ray call per
+        message: a request to a stopped worker then costs about what it does locally)."""
         local = getattr(self._relays, "local_node_id", None)
         if local is None or self.worker.node_id != local:
             return False
         try:
             self.channel = await asyncio.wait_for(
                 DapChannel.connect(
-                    host, port, name=self, on_event=self._on_event, on_closed=self._channel_closed
+                    where.get("host"),
+                    where.get("port"),
+                    path=where.get("path"),
+                    name=self,
+                    on_event=self._on_event,
+                    on_closed=self._channel_closed,
                 ),
                 REQUEST_TIMEOUT_S,
             )
-        except (OSError, asyncio.TimeoutError) as exc:  # e.g. a broker outside the node's loopback
-            log.info("%s: no loopback connection to %s:%s (%s); using the node relay", self, host, port, exc)
+        except (OSError, asyncio.TimeoutError) as exc:  # e.g. a broker run by another user
+            log.info("%s: no direct connection to %s (%s); using the node relay", self, where, exc)
             return False
         return True
 
-    async def _connect_by_relay(self, host: str, port: int) -> None:
+    async def _connect_by_relay(self, where: dict) -> None:
         self.relay = relay = await self._relays.relay_for(self.worker.node_id)
-        res = await relay.open.remote(host, port)
+        res = await relay.open.remote(where.get("host"), where.get("port"), path=where.get("path"))
         if not res.get("ok"):
             raise SleuthError(
                 f"The node relay could not reach {self}'s debugger: {res.get('error')}",
@@ -139,6 +146,13 @@ class WorkerLink:
         ).start()
 
     async def _handshake(self) -> None:
+        if self._access_token is not None:
+            auth = await self.request("pydevdAuthorize", {"debugServerAccessToken": self._access_token})
+            if not auth.get("success"):
+                raise SleuthError(
+                    f"{self}'s debugger refused the broker's token: {auth.get('message')}",
+                    "The worker's agent may have restarted its listener; attach again.",
+                )
         init = await self.request(
             "initialize",
             {
@@ -169,26 +183,30 @@ class WorkerLink:
             if not attach.done():
                 attach.cancel()
 
-    async def _listener(self, say) -> tuple[str, int]:
+    async def _listener(self, say) -> dict:
+        """Where the worker's debugpy listens: {path} (the agent's private socket) or {host, port}."""
         port = self._ray_debugger_port(self.worker_id)
         if port and not self.worker.agent:
             # No agent, paused in Ray's own breakpoint(): Ray's debugpy listens on the node's address.
             self.via_ray_breakpoint = True
-            return self.worker.node_ip or "127.0.0.1", int(port)
+            return {"host": self.worker.node_ip or "127.0.0.1", "port": int(port)}
         if not self.worker.agent:
             raise SleuthError(
                 f"Worker pid {self.worker.pid} has no Ray Sleuth agent and is not paused in "
                 "breakpoint(), so there is no debugger to attach to.",
                 "Start the cluster with RAYSLEUTH=1 (or the runtime_env setup hook) and restart the job.",
             )
-        say("opening the worker's debugger on 127.0.0.1 ...")
+        say("opening the worker's debugger ...")
         res = await self._agents.command(self.worker_id, {"op": "listen"}, 60.0)
         if not res.get("ok"):
             raise SleuthError(
                 f"Opening the debugger in {self} failed: {res.get('error')}",
                 "See raysleuth-agent-<pid>.log in the Ray session's log folder.",
             )
-        return res["host"], int(res["port"])
+        self._access_token = res.get("token")
+        if res.get("path"):
+            return {"path": str(res["path"])}
+        return {"host": res["host"], "port": int(res["port"])}
 
     # --- what debugpy says ------------------------------------------------------------------
 

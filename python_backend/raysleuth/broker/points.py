@@ -19,6 +19,7 @@ from pathlib import Path
 
 from raysleuth.errors import BadRequest, NotFound
 from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
+from raysleuth.privfiles import write_private
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +127,7 @@ class PointSet:
             return
         data = {"version": 2, "points": [p.to_spec() for p in self.breakpoints()]}
         try:
-            tmp = self._file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1))
-            os.replace(tmp, self._file)
+            write_private(self._file, json.dumps(data, indent=1))
         except OSError as exc:
             log.warning("saving breakpoints to %s failed: %s", self._file, exc)
 

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from raysleuth.errors import SleuthError
+from raysleuth.privfiles import open_private_append, secure_state_dir
 
 
 class BrokerProcess:
@@ -46,7 +47,7 @@ def start_broker(
     timeout: float = 90.0,
     extra_args: list[str] | None = None,
 ) -> BrokerProcess:
-    state_dir.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(state_dir)
     log_path = state_dir / "broker.log"
     cmd = [sys.executable, "-m", "raysleuth", "broker", "--state-dir", str(state_dir)]
     if address:
@@ -54,7 +55,7 @@ def start_broker(
     cmd += extra_args or []
     child_env = dict(os.environ if env is None else env)
     child_env.pop("RAYSLEUTH", None)  # the broker is no Ray worker
-    log = open(log_path, "ab")
+    log = open_private_append(log_path)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=child_env, start_new_session=True)
     log.close()
     line: list[bytes] = []

@@ -78,11 +78,19 @@ class NodeRelay:
 
         return await asyncio.to_thread(worker_fatal_check, ray_log_dir(), worker_id, pid)
 
-    async def open(self, host: str, port: int, timeout: float = 10.0) -> dict:
+    async def open(
+        self, host: str | None, port: int | None, timeout: float = 10.0, path: str | None = None
+    ) -> dict:
+        """A connection to a debugger on this node: TCP host:port, or the AF_UNIX socket `path`."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            if path is not None:
+                connecting = asyncio.open_unix_connection(path)
+            else:
+                connecting = asyncio.open_connection(host, port)
+            reader, writer = await asyncio.wait_for(connecting, timeout)
         except (OSError, asyncio.TimeoutError) as exc:
-            return {"ok": False, "error": f"cannot connect to {host}:{port} on this node: {exc}"}
+            where = path if path is not None else f"{host}:{port}"
+            return {"ok": False, "error": f"cannot connect to {where} on this node: {exc}"}
         cid = next(self._ids)
         conn = _Conn(reader, writer)
         conn.pump = asyncio.create_task(self._pump(conn))

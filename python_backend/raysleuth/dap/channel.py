@@ -113,10 +113,11 @@ class DapChannel:
         return str(self.name)
 
     @classmethod
-    async def connect(cls, host: str, port: int, **kwargs) -> DapChannel:
-        """A started channel over a new TCP connection."""
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, **kwargs).start()
+    async def connect(cls, host: str | None, port: int | None, path: str | None = None, **kw) -> DapChannel:
+        """A started channel over a new TCP connection, or an AF_UNIX one to `path`."""
+        opening = asyncio.open_unix_connection(path) if path else asyncio.open_connection(host, port)
+        reader, writer = await opening
+        return cls(reader, writer, **kw).start()
 
     @classmethod
     def over_polls(

@@ -45,10 +45,13 @@ class BrokerOptions:
     def discover(self) -> BrokerClient:
         url = self.broker or os.environ.get("RAYSLEUTH_BROKER")
         if self.token_file and url:
-            return BrokerClient(url, self._read_token())
+            client = BrokerClient(url, self._read_token())
+            client.verify(f"{url} with raySleuth.tokenFile")
+            return client
         client = BrokerClient.discover(self.broker, self.state_dir)
         if self.token_file:
             client.token = self._read_token()
+            client.verify(f"{client.url} with raySleuth.tokenFile")
         return client
 
     def _read_token(self) -> str:

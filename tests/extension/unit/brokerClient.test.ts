@@ -2,6 +2,7 @@
 // server that plays the broker: requests, the errors a user is told, and the
 // event stream with its reconnects. Plain mocha under Node, no Ray, no window.
 import * as assert from "assert";
+import { createHmac } from "crypto";
 import * as http from "http";
 import * as net from "net";
 import { BrokerClient, BrokerError, readEventStream, stacksQueryString, StreamState } from "../../../extension/broker/brokerClient";
@@ -18,6 +19,14 @@ class FakeBroker {
     req.setEncoding("utf8");
     req.on("data", (c: string) => (body += c));
     req.on("end", () => {
+      const hello = /^\/v1\/hello\?nonce=([0-9a-f]+)$/.exec(req.url ?? "");
+      if (req.method === "GET" && hello) {
+        // The broker proves it holds its token (an impostor does not know it).
+        this.hellos.push(req.headers);
+        const proof = createHmac("sha256", this.token).update(`raysleuth-broker-proof:${hello[1]}`).digest("hex");
+        res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ broker: "raysleuth", proof }));
+        return;
+      }
       this.requests.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body });
       const route = this.routes.get(`${req.method} ${req.url}`);
       if (!route) {
@@ -29,7 +38,11 @@ class FakeBroker {
   });
   readonly routes = new Map<string, Handler>();
   readonly requests: { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }[] = [];
+  readonly hellos: http.IncomingHttpHeaders[] = [];
   url = "";
+
+  /** The token this broker holds: another than the client's makes it an impostor. */
+  constructor(readonly token = TOKEN) {}
 
   async start(): Promise<void> {
     await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
@@ -124,6 +137,35 @@ describe("Broker client against a local fake broker", () => {
     const req = broker.requests[0];
     assert.strictEqual(req.headers.authorization, `Bearer ${TOKEN}`);
     assert.match(String(req.headers["user-agent"]), /^raysleuth-vscode \(pid \d+\)$/);
+  });
+
+  it("sends the token only after the broker proved it holds it, once per connection", async () => {
+    broker.routes.set("GET /v1/workers", json(200, []));
+    const c = connect();
+    await c.getWorkers();
+    await c.getWorkers();
+    assert.strictEqual(broker.hellos.length, 1);
+    assert.strictEqual(broker.hellos[0].authorization, undefined);
+  });
+
+  it("never sends the token to a process that took a dead broker's port", async () => {
+    const impostor = new FakeBroker("not-the-token");
+    await impostor.start();
+    try {
+      impostor.routes.set("GET /v1/workers", json(200, []));
+      const c = new BrokerClient({ url: impostor.url, token: TOKEN });
+      const err = await rejection(c.getWorkers());
+      assert.strictEqual(err.kind, "unauthorized");
+      assert.match(err.message, /could not prove it is the broker that holds your token, so the token was not sent/);
+      assert.deepStrictEqual(impostor.requests, []);
+      c.startStream();
+      await until("the stream gives up", () => c.streamState === "closed" && impostor.hellos.length >= 2);
+      assert.deepStrictEqual(impostor.requests, []);
+      assert.ok(impostor.hellos.every((h) => h.authorization === undefined));
+      c.dispose();
+    } finally {
+      await impostor.stop();
+    }
   });
 
   it("PUTs a file's breakpoints with the owner as JSON", async () => {

@@ -114,7 +114,8 @@ def bad_frames():
         .filter(lambda t: not t.strip().isdigit())
         .map(lambda t: (("Content-Length: " + t + "\r\n\r\n{}").encode(), True)),
         st.integers(1, 70_000).map(lambda n: (b"Content-Length: " + b"9" * n + b"\r\n\r\n", True)),
-        st.integers(1, 70_000).map(lambda n: (junk_header(n), n > 2**16)),
+        # over asyncio's 64 KiB line limit when the header line up to its \n is longer than that
+        st.integers(1, 70_000).map(lambda n: (junk_header(n), len(b"X-Junk: \r") + n > 2**16)),
         st.tuples(st.integers(1, 200), st.booleans()).map(lambda t: (lying_length(*t), True)),
     )
 

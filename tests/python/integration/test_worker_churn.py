@@ -31,7 +31,7 @@ def test_short_lived_workers_with_the_agent_never_die_of_a_ray_check(ray_cluster
         capture_output=True, text=True, timeout=300, env=job_env(), check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    job = json.loads(out.stdout.strip().splitlines()[-1])
+    job = last_json(out.stdout)
     assert len(job["workers"]) == 16 and all(w["registered_s"] is not None for w in job["workers"]), job
     assert job["data_rows"] == 8 and token in job["udf_error"]
 
@@ -75,7 +75,7 @@ def test_a_worker_ray_aborts_gets_a_record_naming_the_check(ray_cluster, client,
     finally:
         DELIBERATE_ABORTS.update(int(p) for p in os.listdir(pid_dir))
         job.kill()
-    outcome = json.loads(out.strip().splitlines()[-1])["outcome"]
+    outcome = last_json(out)["outcome"]
     if outcome == "ran":
         pytest.skip(f"Ray {ray.__version__} does not abort a worker that submits before its first task")
     assert outcome == "WorkerCrashedError"
@@ -95,3 +95,11 @@ def test_a_worker_ray_aborts_gets_a_record_naming_the_check(ray_cluster, client,
 def job_env() -> dict:
     """A job's driver as a user starts it: the agent not switched on in its own shell."""
     return {k: v for k, v in os.environ.items() if k not in ("RAYSLEUTH", "PYTHONPATH")}
+
+
+def last_json(stdout: str) -> dict:
+    """The job's JSON line (Ray may print its own lines after it)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in the job's output: {stdout[-2000:]}")

@@ -36,12 +36,34 @@ def test_token_file_readable_by_others_is_refused_with_a_hint(tmp_path, monkeypa
 
 
 def test_env_token_is_used(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAYSLEUTH_TOKEN", "from-env")
+    monkeypatch.setenv("RAYSLEUTH_TOKEN", "from-env-" + "x" * 23)
     token, path = load_or_create_token(tmp_path)
-    assert token == "from-env" and path.read_text().strip() == "from-env"
+    assert token == "from-env-" + "x" * 23 and path.read_text().strip() == token
 
 
-@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer wrong", "Basic s3cret", "s3cret"])
+def test_a_short_env_token_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAYSLEUTH_TOKEN", "a")
+    with pytest.raises(SleuthError, match="RAYSLEUTH_TOKEN is 1 characters: a token needs at least 32"):
+        load_or_create_token(tmp_path)
+
+
+def test_a_token_file_that_is_a_link_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAYSLEUTH_TOKEN", raising=False)
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    os.chmod(secret, 0o600)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "token").symlink_to(secret)
+    with pytest.raises(SleuthError, match="is a symbolic link"):
+        load_or_create_token(state)
+    assert secret.read_text() == "PRIVATE KEY"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "Bearer", "Bearer wrong", "Basic s3cret", "s3cret", "Bearer \udcff\udcfe", "Bearer \ud800"],
+)
 def test_bearer_check_rejects(header):
     assert not check_bearer(header, "s3cret")
 
@@ -77,7 +99,7 @@ async def test_request_without_token_gets_401_json_with_hint(client):
     resp = await client.get("/v1/workers")
     assert resp.status == 401
     body = await resp.json()
-    assert "token" in body["error"].lower() and "/state/token" in body["hint"]
+    assert "token" in body["error"].lower() and "/state/token" not in body["hint"]  # no path to strangers
 
 
 async def test_request_with_token_gets_workers(client):
@@ -117,7 +139,8 @@ async def test_every_route_in_the_router_table_refuses_a_request_without_the_tok
             resp = await client.request(method, path, headers=headers)
             assert resp.status == 401, (method, path, headers)
             if method != "HEAD":  # aiohttp adds HEAD for every GET: no body
-                assert "/state/token" in (await resp.json())["hint"]
+                hint = (await resp.json())["hint"]
+                assert "/state/token" not in hint and "file `token` of the broker's state dir" in hint
 
 
 @pytest.mark.parametrize(

@@ -1,47 +1,184 @@
+"""How the CLI finds the broker and its token, and never hands the token to a squatter (#23):
+a real broker HTTP app (its router and auth) on a loopback port, and stand-ins for a process that
+took a dead broker's port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
 import json
+import os
+import socket
+import subprocess
+import threading
 
 import pytest
+from aiohttp import web
 
+from raysleuth.broker.events import EventHub
+from raysleuth.broker.http_api import Services, make_app
 from raysleuth.client import BrokerClient
-from raysleuth.errors import BrokerUnreachable
+from raysleuth.errors import BrokerUnreachable, SleuthError
+
+TOKEN = "t" * 40
 
 
-def test_discovers_broker_from_state_dir(tmp_path, monkeypatch):
+class Table:
+    def workers_json(self):
+        return [{"id": "w1"}]
+
+
+@contextlib.contextmanager
+def broker_app(token: str = TOKEN):
+    """The broker's real HTTP app on a loopback port, in a thread of its own."""
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(make_app(Services(token, "/state/token", EventHub(), Table(), dict)))
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+@contextlib.contextmanager
+def squatter():
+    """A process that answers 200 {} to anything and keeps every header it was sent."""
+    seen: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            seen.append(dict(self.headers))
+            body = json.dumps({"proof": "0" * 64}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def state(tmp_path, url: str, pid: int | None = None, **extra) -> os.PathLike:
+    sd = tmp_path / "state"
+    sd.mkdir(mode=0o700, exist_ok=True)
+    tok = sd / "token"
+    tok.write_text(TOKEN + "\n")
+    os.chmod(tok, 0o600)
+    info = {
+        "ready": True,
+        "http": url,
+        "dap": "127.0.0.1:10",
+        "token_file": str(tok),
+        "pid": pid or os.getpid(),
+    }
+    (sd / "broker.json").write_text(json.dumps({**info, **extra}))
+    os.chmod(sd / "broker.json", 0o600)
+    return sd
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch):
     monkeypatch.delenv("RAYSLEUTH_BROKER", raising=False)
     monkeypatch.delenv("RAYSLEUTH_TOKEN", raising=False)
-    (tmp_path / "tok").write_text("abc\n")
-    (tmp_path / "broker.json").write_text(
-        json.dumps(
-            {
-                "ready": True,
-                "http": "http://127.0.0.1:9",
-                "dap": "127.0.0.1:10",
-                "token_file": str(tmp_path / "tok"),
-            }
-        )
-    )
-    c = BrokerClient.discover(state_dir=tmp_path)
-    assert (c.url, c.token) == ("http://127.0.0.1:9", "abc")
+
+
+def test_discovers_the_broker_of_the_state_dir_after_it_proved_it_holds_the_token(tmp_path):
+    with broker_app() as url:
+        c = BrokerClient.discover(state_dir=state(tmp_path, url))
+        assert (c.url, c.token) == (url, TOKEN) and c.workers() == [{"id": "w1"}]
+
+
+def test_a_squatter_on_a_dead_brokers_port_never_gets_the_token(tmp_path):
+    with squatter() as (url, seen):
+        with pytest.raises(SleuthError, match="could not prove it is the broker") as err:
+            BrokerClient.discover(state_dir=state(tmp_path, url))
+    assert "raysleuth broker" in err.value.hint
+    assert seen and not any(TOKEN in json.dumps(h) for h in seen)
+    assert not any(k.lower() == "authorization" for h in seen for k in h)
+
+
+def test_a_stale_broker_file_is_reported_without_contacting_its_address(tmp_path):
+    proc = subprocess.Popen(["true"])
+    proc.wait()  # a pid that has ended
+    with squatter() as (url, seen):
+        with pytest.raises(BrokerUnreachable, match=f"is gone \\(pid {proc.pid}\\)") as err:
+            BrokerClient.discover(state_dir=state(tmp_path, url, pid=proc.pid))
+    assert "raysleuth broker" in err.value.hint and seen == []
+
+
+def test_a_planted_broker_file_cannot_choose_the_token_file(tmp_path):
+    key = tmp_path / "id_rsa"
+    key.write_text("PRIVATE KEY")
+    os.chmod(key, 0o600)
+    with squatter() as (url, seen):
+        sd = state(tmp_path, url, token_file=str(key))
+        with pytest.raises(SleuthError, match="could not prove"):
+            BrokerClient.discover(state_dir=sd)
+    assert "PRIVATE KEY" not in json.dumps(seen)
+    os.chmod(sd / "broker.json", 0o666)  # others could have written it
+    with pytest.raises(SleuthError, match="may have been planted"):
+        BrokerClient.discover(state_dir=sd)
+    os.chmod(sd, 0o777)
+    with pytest.raises(SleuthError, match="Others can write the state dir"):
+        BrokerClient.discover(state_dir=sd)
+
+
+@pytest.mark.parametrize("how", ["link", "0644"])
+def test_a_token_file_that_is_a_link_or_readable_by_others_is_refused(tmp_path, how):
+    with broker_app() as url:
+        sd = state(tmp_path, url)
+        tok = sd / "token"
+        if how == "link":
+            real = tmp_path / "elsewhere"
+            real.write_text(TOKEN)
+            os.chmod(real, 0o600)
+            tok.unlink()
+            tok.symlink_to(real)
+        else:
+            os.chmod(tok, 0o644)
+        with pytest.raises(
+            SleuthError, match="symbolic link" if how == "link" else "not a file only you can read"
+        ):
+            BrokerClient.discover(state_dir=sd)
 
 
 def test_flag_and_env_win_over_broker_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAYSLEUTH_TOKEN", "envtok")
-    monkeypatch.setenv("RAYSLEUTH_BROKER", "http://env:1")
-    assert BrokerClient.discover(state_dir=tmp_path).url == "http://env:1"
-    c = BrokerClient.discover("http://flag:2", state_dir=tmp_path)
-    assert (c.url, c.token) == ("http://flag:2", "envtok")
+    with broker_app() as url, broker_app() as other:
+        sd = state(tmp_path, other)
+        monkeypatch.setenv("RAYSLEUTH_TOKEN", TOKEN)
+        monkeypatch.setenv("RAYSLEUTH_BROKER", url)
+        assert BrokerClient.discover(state_dir=sd).url == url
+        c = BrokerClient.discover(url, state_dir=sd)
+        assert (c.url, c.token) == (url, TOKEN)
+    with pytest.raises(SleuthError, match="'notaurl' \\(from --broker\\) is not a broker URL"):
+        BrokerClient.discover("notaurl", state_dir=sd)
 
 
-def test_missing_broker_file_says_how_to_start_one(tmp_path, monkeypatch):
-    monkeypatch.delenv("RAYSLEUTH_BROKER", raising=False)
+def test_missing_broker_file_says_how_to_start_one(tmp_path):
     with pytest.raises(BrokerUnreachable) as err:
         BrokerClient.discover(state_dir=tmp_path)
     assert "raysleuth broker" in err.value.hint
 
 
 def test_connection_refused_is_a_clear_error():
-    import socket
-
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]

@@ -32,7 +32,10 @@ class FakeDebugpy:
         ch = self.channel
         if command in self.stall:
             return
-        if command == "initialize":
+        if command == "pydevdAuthorize":
+            ok = request["arguments"].get("debugServerAccessToken") == "s3cret"
+            await ch.respond(request, None, error=None if ok else "Client not authenticated.")
+        elif command == "initialize":
             await ch.respond(request, {"supportsConfigurationDoneRequest": True})
         elif command == "attach":
             self._attach = request
@@ -51,7 +54,7 @@ class FakeDebugpy:
 
 
 class FakeRelayActor:
-    """A relay actor handle: `relay.open.remote(host, port)`, `send`, `recv`, `close`."""
+    """A relay actor handle: `relay.open.remote(host, port, path=None)`, `send`, `recv`, `close`."""
 
     def __init__(self) -> None:
         self.opened: list[tuple[str, int]] = []
@@ -61,8 +64,8 @@ class FakeRelayActor:
         for name in ("open", "send", "recv", "close"):
             setattr(self, name, SimpleNamespace(remote=getattr(self, "_" + name)))
 
-    async def _open(self, host: str, port: int) -> dict:
-        self.opened.append((host, port))
+    async def _open(self, host: str | None, port: int | None, path: str | None = None) -> dict:
+        self.opened.append((host, port) if path is None else path)
         self.debugpy = FakeDebugpy(self.pipe.to_debugpy, self.pipe.debugpy_transport())
         return {"ok": True, "conn": 1}
 
@@ -96,6 +99,8 @@ class Collaborators:
         self.changes = 0
         self.closed: list = []
         self.port = port
+        self.token: str | None = None
+        self.path: str | None = None
 
     async def relay_for(self, node_id):
         assert node_id == "node-1"
@@ -103,7 +108,8 @@ class Collaborators:
 
     async def command(self, worker_id: str, command: dict, timeout: float) -> dict:
         self.commands.append((worker_id, command, timeout))
-        return {"ok": True, "host": "127.0.0.1", "port": 5678}
+        listener = {"path": self.path} if self.path else {"host": "127.0.0.1", "port": 5678}
+        return {"ok": True, **listener, **({"token": self.token} if self.token else {})}
 
     def link(self, **worker) -> WorkerLink:
         w = Worker(**{"id": "w1", "pid": 42, "rank": 3, "node_id": "node-1", "agent": True, **worker})
@@ -138,6 +144,19 @@ async def test_open_asks_the_agent_to_listen_and_handshakes_through_the_relay():
     handshake = ["initialize", "attach", "setExceptionBreakpoints", "configurationDone"]
     assert c.relay.debugpy.requests[:4] == handshake
     assert said[-1] == "attached" and not link.via_ray_breakpoint
+
+
+async def test_the_link_sends_the_listeners_token_before_anything_else():
+    c = Collaborators()
+    c.token, c.path = "s3cret", "/tmp/rs-dbg-x/dap.sock"
+    link = c.link()
+    await asyncio.wait_for(link.open(), 5)
+    assert c.relay.opened == ["/tmp/rs-dbg-x/dap.sock"]  # the agent's private socket, by the relay
+    assert c.relay.debugpy.requests[:2] == ["pydevdAuthorize", "initialize"]
+    c2 = Collaborators()
+    c2.token = "stale"
+    with pytest.raises(SleuthError, match="refused the broker's token: Client not authenticated"):
+        await asyncio.wait_for(c2.link().open(), 5)
 
 
 async def test_a_stop_is_located_forwarded_to_the_lease_and_cleared_by_continue():

@@ -10,9 +10,9 @@ PROBE = """
 import json, os, socket
 os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
 import debugpy, debugpy.server.api
-from raysleuth.agent.debugger import no_delay_on_debugger_sockets
-patched = no_delay_on_debugger_sockets() if {patch} else False
-again = no_delay_on_debugger_sockets() if {patch} else False
+from raysleuth.agent.debugger import tune_debugger_sockets
+patched = tune_debugger_sockets() if {patch} else False
+again = tune_debugger_sockets() if {patch} else False
 host, port = debugpy.listen(("127.0.0.1", 0), in_process_debug_adapter=True)
 c = socket.create_connection((host, port))
 body = json.dumps({{"seq": 1, "type": "request", "command": "initialize",
