@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from raysleuth.errors import SleuthError
@@ -222,9 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args) or 0
     except SleuthError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return 2
+        return _error(exc.message, exc.hint)
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a file or folder named on the command line
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _error(f"{exc.strerror or exc}{where}.", "Check the paths and options you gave.")
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (RAYSLEUTH_DEBUG=1 shows it)
+        if os.environ.get("RAYSLEUTH_DEBUG") == "1":
+            raise
+        return _error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "This is a Ray Sleuth bug: run again with RAYSLEUTH_DEBUG=1 for the traceback and report it.",
+        )
+
+
+def _error(message: str, hint: str | None) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    return 2

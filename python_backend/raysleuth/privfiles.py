@@ -81,7 +81,13 @@ def secure_state_dir(path: Path) -> list[str]:
     """Make the state dir 0700 and everything in it 0600 (folders 0700), whatever existed
     before; returns what was changed (`path: 0644 -> 0600`). Refuses as `check_state_dir`."""
     check_state_dir(path)
-    private_dir(path)
+    try:
+        private_dir(path)
+    except OSError as exc:
+        raise SleuthError(
+            f"Cannot make the state dir {path}: {exc.strerror}.",
+            "Pass --state-dir (or RAYSLEUTH_STATE_DIR) a folder you can create.",
+        ) from None
     fixed = []
     for root, dirs, files in os.walk(path, followlinks=False):
         for name, mode in [(root, DIR_MODE)] + [(os.path.join(root, f), FILE_MODE) for f in files]:

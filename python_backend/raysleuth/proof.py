@@ -27,4 +27,6 @@ def new_nonce() -> str:
 def proven(token: str, nonce: str, answer) -> bool:
     """Whether `answer` (the broker's JSON) proves it holds `token`."""
     given = answer.get("proof") if isinstance(answer, dict) else None
-    return isinstance(given, str) and hmac.compare_digest(given.encode(), proof(token, nonce).encode())
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), proof(token, nonce).encode())

@@ -13,6 +13,7 @@ import time
 from raysleuth.agent import debugger
 from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.agent.points import ArmedPoint
+from raysleuth.limits import MAX_LOG_LINE_CHARS
 from raysleuth.model.tensors import nothing_to_summarize, summarize
 
 LOG_RATE = 50
@@ -154,6 +155,6 @@ def _log_record(p: ArmedPoint, frame, message: str) -> dict:
         "point": p.id,
         "path": frame.f_code.co_filename,
         "line": frame.f_lineno,
-        "message": message,
+        "message": message[:MAX_LOG_LINE_CHARS],
         "time": time.time(),
     }

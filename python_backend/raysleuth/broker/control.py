@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 from raysleuth.errors import BadRequest, SleuthError
+from raysleuth.model.expr import check_expression
 from raysleuth.model.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,7 @@ class Control:
         expr = body.get("expression") if isinstance(body, dict) else None
         if not isinstance(expr, str) or not expr.strip():
             raise BadRequest("'expression' is missing", 'Send {"expression": "loss", "ranks": [0, 1]}.')
-        try:
-            compile(expr, "<evaluate>", "eval")
-        except SyntaxError as exc:
-            raise BadRequest(
-                f"{expr!r} is not a Python expression: {exc.msg}", "Send one expression."
-            ) from None
+        check_expression(expr, f"{expr[:80]!r}", "Send one expression.")
         workers = [w for w in self.select(body, ("paused",)) if w.agent]
 
         async def one(w: Worker) -> dict:

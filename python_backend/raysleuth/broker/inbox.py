@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import time
 
+from raysleuth.limits import MAX_LOG_LINE_CHARS
+
 log = logging.getLogger(__name__)
 
 
@@ -29,7 +31,7 @@ class Inbox:
         who = {"rank": rank, "worker": item.get("worker"), "pid": data.get("pid") or (w.pid if w else None)}
         kind = item.get("kind")
         if kind == "log":
-            self.timeline.add_log(who, data)
+            self.timeline.add_log(who, dict(data, message=cut_line(data.get("message"))))
         elif kind == "events":
             for ev in data.get("items") or []:
                 if not isinstance(ev, dict):
@@ -52,3 +54,11 @@ class Inbox:
                 self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
         else:
             log.info("an agent sent an item of unknown kind %r", kind)
+
+
+def cut_line(message) -> str:
+    """A logpoint line as served: a string of at most MAX_LOG_LINE_CHARS (cut ones say so)."""
+    text = message if isinstance(message, str) else str(message)
+    if len(text) <= MAX_LOG_LINE_CHARS:
+        return text
+    return text[:MAX_LOG_LINE_CHARS] + f"... [{len(text) - MAX_LOG_LINE_CHARS} more characters cut]"

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from raysleuth.errors import BadRequest, NotFound
+from raysleuth.limits import MAX_POINTS, MAX_POINTS_PER_FILE
 from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
 from raysleuth.privfiles import write_private
 
@@ -54,8 +55,20 @@ class PointSet:
             raise BadRequest(
                 "'breakpoints' must be a list", 'Send "breakpoints": [{"line": 12}] (empty clears).'
             )
+        if len(bps) > MAX_POINTS_PER_FILE:
+            raise BadRequest(
+                f"{len(bps)} breakpoints in one file; at most {MAX_POINTS_PER_FILE} are allowed",
+                "Use conditions or rank scopes instead of many points (the broker's"
+                " RAYSLEUTH_MAX_POINTS_PER_FILE sets the bound).",
+            )
         mine = [Point.parse_breakpoint(path, bp, root=body.get("root"), owner=owner) for bp in bps]
         others = [p for p in self.files.get(path, ()) if p.owner != owner]
+        total = sum(len(ps) for f, ps in self.files.items() if f != path) + len(others) + len(mine)
+        if total > MAX_POINTS:
+            raise BadRequest(
+                f"the cluster set would hold {total} breakpoints; at most {MAX_POINTS} are allowed",
+                "Remove some (DELETE /v1/breakpoints?owner=...) or raise the broker's RAYSLEUTH_MAX_POINTS.",
+            )
         merged = sorted(others + mine, key=lambda p: (p.line, p.owner))
         if merged:
             self.files[path] = merged

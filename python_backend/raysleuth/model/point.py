@@ -11,9 +11,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 from raysleuth.errors import BadRequest
+from raysleuth.limits import MAX_LOG_MESSAGE_CHARS
+from raysleuth.model.expr import check_expression
 from raysleuth.model.hits import HitCondition
 from raysleuth.model.scope import Scope, split_condition, with_ranks
 
@@ -158,6 +161,7 @@ class Point:
                 ) from None
             hit = str(hit)
         msg = _optional_str(bp, "logMessage", '"logMessage": "loss={loss}"')
+        check_log_message(msg)
         ranks = sorted(scope.ranks) if scope.ranks is not None else None
         return cls(
             id=point_id("bp", owner, path, line, condition, hit, msg, ranks),
@@ -219,12 +223,7 @@ def parse_expressions(value) -> list[str] | None:
             'Send "expressions": ["self.model.fc.weight.grad", "loss"].',
         )
     for e in value:
-        try:
-            compile(e.strip(), "<expression>", "eval")
-        except SyntaxError as exc:
-            raise BadRequest(
-                f"{e!r} is not a Python expression: {exc.msg}", "Send one expression each."
-            ) from None
+        check_expression(e, f"the expression {e[:80]!r}", "Send one expression each.")
     return [e.strip() for e in value]
 
 
@@ -259,13 +258,11 @@ def check_condition(rest: str | None, condition: str) -> None:
     """The Python part of a condition must compile (it is evaluated in the worker's frame)."""
     if rest is None:
         return
-    try:
-        compile(rest, "<condition>", "eval")
-    except SyntaxError as exc:
-        raise BadRequest(
-            f"condition {condition!r} is not a Python expression: {exc.msg}",
-            "Write a scope, then a Python expression: [rank 0] step % 100 == 0",
-        ) from None
+    check_expression(
+        rest,
+        f"condition {condition[:80]!r}",
+        "Write a scope, then a Python expression: [rank 0] step % 100 == 0",
+    )
 
 
 def relative_to(path: str, root) -> str | None:
@@ -279,6 +276,21 @@ def relative_to(path: str, root) -> str | None:
 def point_id(prefix: str, *parts) -> str:
     digest = hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{prefix}-{digest}"
+
+
+def check_log_message(msg: str | None) -> None:
+    """A logpoint's text: bounded, and each `{expression}` in it a bounded Python expression."""
+    if msg is None:
+        return
+    if len(msg) > MAX_LOG_MESSAGE_CHARS:
+        raise BadRequest(
+            f"logMessage is {len(msg)} characters long; at most {MAX_LOG_MESSAGE_CHARS} are allowed",
+            "Log the values, not a text: 'loss={loss}' (the broker's RAYSLEUTH_MAX_LOG_MESSAGE_CHARS"
+            " sets the bound).",
+        )
+    for part in re.findall(r"\{([^{}]*)\}", msg):
+        # within the bounds; one that does not parse is logged as its SyntaxError, as in VS Code
+        check_expression(part, f"{{{part[:60]}}} in logMessage", 'Write "loss={loss}".', syntax=False)
 
 
 def _optional_str(body: dict, name: str, example: str) -> str | None:

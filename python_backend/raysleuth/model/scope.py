@@ -14,6 +14,7 @@ import re
 from typing import NamedTuple
 
 from raysleuth.errors import BadRequest
+from raysleuth.model.expr import is_expression
 
 _SCOPE = re.compile(r"\s*\[\s*([A-Za-z_]+)\s*([^\]]*)\]")
 KINDS = {
@@ -158,11 +159,7 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
 
 
 def _is_python(text: str) -> bool:
-    try:
-        compile(text.strip(), "<condition>", "eval")
-    except SyntaxError:
-        return False
-    return True
+    return is_expression(text)
 
 
 def with_ranks(scope: Scope, ranks) -> Scope:
