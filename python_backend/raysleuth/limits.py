@@ -32,3 +32,27 @@ MAX_LOG_MESSAGE_CHARS = int(_setting("RAYSLEUTH_MAX_LOG_MESSAGE_CHARS", 1000))
 
 MAX_LOG_LINE_CHARS = int(_setting("RAYSLEUTH_MAX_LOG_LINE_CHARS", 4000))
 """Longest logpoint line a worker sends and the broker serves (longer ones are cut, marked)."""
+
+MAX_DAP_MESSAGE_BEFORE_ATTACH = int(_setting("RAYSLEUTH_MAX_DAP_MESSAGE_BEFORE_ATTACH", 1 << 20))
+"""Largest DAP message (bytes) a client may send before its attach was accepted."""
+
+MAX_DAP_MESSAGE = int(_setting("RAYSLEUTH_MAX_DAP_MESSAGE", 64 << 20))
+"""Largest DAP message (bytes) of an attached session."""
+
+DAP_BODY_TIMEOUT_S = _setting("RAYSLEUTH_DAP_BODY_TIMEOUT_S", 30.0)
+"""A DAP message's body must arrive within this many seconds of its header."""
+
+ATTACH_WITHIN_S = _setting("RAYSLEUTH_ATTACH_WITHIN_S", 60.0)
+"""A DAP connection that has not attached by then is closed."""
+
+HTTP_BODY_TIMEOUT_S = _setting("RAYSLEUTH_HTTP_BODY_TIMEOUT_S", 30.0)
+"""An HTTP request's body must arrive within this many seconds."""
+
+FIRST_BYTES_TIMEOUT_S = _setting("RAYSLEUTH_FIRST_BYTES_TIMEOUT_S", 10.0)
+"""A connection must send its first bytes (HTTP or DAP) within this many seconds."""
+
+MAX_CONNECTIONS = int(_setting("RAYSLEUTH_MAX_CONNECTIONS", 1000))
+"""Open connections to the broker's ports, all clients together (more are closed at once)."""
+
+SSE_WRITE_TIMEOUT_S = _setting("RAYSLEUTH_SSE_WRITE_TIMEOUT_S", 10.0)
+"""A stream client that does not take an event within this many seconds is dropped."""

@@ -40,7 +40,7 @@ from raysleuth.broker.http_api import Services, make_app
 from raysleuth.broker.inbox import Inbox
 from raysleuth.broker.inspect import Inspections
 from raysleuth.broker.leases import LinkLeases
-from raysleuth.broker.oneport import serve_one_port
+from raysleuth.broker.oneport import Gate, serve_one_port
 from raysleuth.broker.points import PointService, PointSet
 from raysleuth.broker.postmortem import PostMortem
 from raysleuth.broker.relays import RelayPool
@@ -223,12 +223,13 @@ class Broker:
         await runner.setup()
         door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
         # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
-        http_server = await serve_one_port(runner.server, door.handle, self.host, self.port)
+        gate = Gate()  # every port's connections together
+        http_server = await serve_one_port(runner.server, door.handle, self.host, self.port, gate)
         http_port = http_server.sockets[0].getsockname()[1]
         self.http_url = f"http://{url_host(self.host)}:{http_port}"
         if warning := exposure_warning(self.host):
             log.warning("%s", warning)
-        dap_server = await asyncio.start_server(door.handle, self.host, self.dap_port)
+        dap_server = await serve_one_port(runner.server, door.handle, self.host, self.dap_port, gate)
         self.dap_address = f"{url_host(self.host)}:{dap_server.sockets[0].getsockname()[1]}"
 
         loop = asyncio.get_running_loop()

@@ -17,6 +17,12 @@ from raysleuth.broker.targets import resolve_target
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
 from raysleuth.errors import SleuthError
+from raysleuth.limits import (
+    ATTACH_WITHIN_S,
+    DAP_BODY_TIMEOUT_S,
+    MAX_DAP_MESSAGE,
+    MAX_DAP_MESSAGE_BEFORE_ATTACH,
+)
 from raysleuth.model.scope import split_condition
 from raysleuth.model.worker import Worker
 from raysleuth.swallow import swallowed
@@ -76,6 +82,8 @@ class DapSession:
         """The client shows DAP progress events (VS Code): attach steps go there, not to the
         Debug Console."""
         self._progress_id: str | None = None
+        self.attached = asyncio.Event()
+        """Set once an attach (to a worker, or to a crash record) was accepted."""
 
     def __str__(self) -> str:
         rank = self.link.worker.rank if self.link else None
@@ -117,7 +125,7 @@ class DapSession:
                 request,
                 error=(
                     "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
-                    f"{self.door.token_file} (clients read it from broker.json's token_file)."
+                    "the file `token` of the broker's state dir (readable by its user only)."
                 ),
             )
             return True
@@ -146,6 +154,7 @@ class DapSession:
             )
             return True
         await self.respond(request)
+        self.attached.set()
         await self.event("initialized")
         return True
 
@@ -172,6 +181,7 @@ class DapSession:
         self.replay = Replay(rec, worker_live=live)
         self.paths = PathMapper(list(args.get("pathMappings") or []))
         await self.respond(request)
+        self.attached.set()
         await self.output(
             f"Ray Sleuth: crash {crash_id} ({self.replay.description()[:200]}) — "
             + ("the worker ran on after it; " if live else "the worker is gone; ")
@@ -359,9 +369,12 @@ class DapFrontDoor:
         it and the garbage collector would end it mid-answer (seen by the fuzz tests, #16)."""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reader.dap_max_bytes = MAX_DAP_MESSAGE_BEFORE_ATTACH  # read_message's bounds
+        reader.dap_body_timeout = DAP_BODY_TIMEOUT_S
         session = DapSession(self, reader, writer)
         me = asyncio.current_task()
         self._handlers.add(me)
+        watch = asyncio.create_task(self._attach_or_close(session, reader))
         try:
             await session.run()
         except (ConnectionError, asyncio.CancelledError) as exc:
@@ -372,7 +385,20 @@ class DapFrontDoor:
             with swallowed(log, "releasing %s", session, level=logging.INFO):
                 await session.release()
             await session.channel.close("the front door closed the session")
+            watch.cancel()
             self._handlers.discard(me)
+
+    @staticmethod
+    async def _attach_or_close(session: DapSession, reader: asyncio.StreamReader) -> None:
+        """A session that attached may send large messages; one that did not within
+        ATTACH_WITHIN_S is closed (a client that only holds a connection open)."""
+        try:
+            await asyncio.wait_for(session.attached.wait(), ATTACH_WITHIN_S)
+        except asyncio.TimeoutError:
+            log.info("%s: no attach within %.0f s; closing", session, ATTACH_WITHIN_S)
+            await session.channel.close(f"no attach within {ATTACH_WITHIN_S:.0f} s")
+            return
+        reader.dap_max_bytes = MAX_DAP_MESSAGE
 
 
 def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:

@@ -17,6 +17,7 @@ from raysleuth.swallow import swallow_exception
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 256
+"""Events a stream client may fall behind before it is dropped (it reconnects and is current)."""
 
 
 class EventHub:
@@ -68,10 +69,21 @@ class EventHub:
     def publish(self, event: str, data) -> None:
         frame = format_sse(event, data)
         for q in list(self._subscribers):
-            if q.full():
-                q.get_nowait()  # full, so not empty: the oldest frame goes
+            if q.full():  # this client fell QUEUE_SIZE events behind: it is told, then dropped
+                while not q.empty():
+                    q.get_nowait()
+                q.put_nowait(DROPPED)
+                q.put_nowait(None)
+                self.unsubscribe(q)
+                continue
             q.put_nowait(frame)
 
 
 def format_sse(event: str, data) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+DROPPED = format_sse(
+    "dropped",
+    {"reason": f"this client fell {QUEUE_SIZE} events behind and was dropped", "hint": "Reconnect."},
+)

@@ -19,6 +19,7 @@ from raysleuth.broker.events import format_sse
 from raysleuth.broker.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.stacks import StacksQuery
 from raysleuth.errors import BadRequest, NotFound, SleuthError
+from raysleuth.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
 from raysleuth.model.point import parse_owner
 from raysleuth.proof import HELLO_PATH, NONCE, proof
 
@@ -30,6 +31,10 @@ KEEPALIVE_S = 15.0
 
 class TooLarge(BadRequest):
     status = 413
+
+
+class SlowBody(BadRequest):
+    status = 408
 
 
 def _error(status: int, message: str, hint: str | None) -> web.Response:
@@ -177,9 +182,15 @@ def make_app(svc: Services) -> web.Application:
                     if quiet < KEEPALIVE_S:
                         continue
                     quiet, frame = 0.0, b": keepalive\n\n"
-                if frame is None:  # the broker stops
+                if frame is None:  # the broker stops, or this client fell behind (a last event said so)
                     break
-                await resp.write(frame)
+                try:
+                    await asyncio.wait_for(resp.write(frame), SSE_WRITE_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    log.info("a stream client took no event for %.0f s: dropped", SSE_WRITE_TIMEOUT_S)
+                    if request.transport is not None:
+                        request.transport.abort()  # what it did not read is freed with it
+                    break
         except (ConnectionResetError, asyncio.CancelledError) as exc:
             log.debug("a stream client left: %r", exc)
         finally:
@@ -187,8 +198,18 @@ def make_app(svc: Services) -> web.Application:
         return resp
 
     async def body_of(request: web.Request) -> dict:
+        declared = request.content_length
+        if declared is not None and declared > request.app._client_max_size:
+            raise TooLarge(
+                f"The body is too large: {declared} bytes declared, at most {request.app._client_max_size}.",
+                "Send less: a file's breakpoints, one expression.",
+            )
         try:
-            body = await request.json()
+            body = await asyncio.wait_for(request.json(), HTTP_BODY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise SlowBody(
+                f"The body did not come within {HTTP_BODY_TIMEOUT_S:.0f} s.", "Send the whole body at once."
+            ) from None
         except web.HTTPRequestEntityTooLarge as exc:  # found by the fuzz tests (#16): was "not JSON"
             raise TooLarge(
                 f"The body is too large: {exc.text}",

@@ -13,6 +13,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from raysleuth.limits import FIRST_BYTES_TIMEOUT_S, MAX_CONNECTIONS
+
 log = logging.getLogger(__name__)
 
 DAP_HEADER = b"Content-Length:"
@@ -22,6 +24,25 @@ STREAM_LIMIT = 2**16
 """The StreamReader buffer limit asyncio.start_server uses, so DAP sessions here read alike."""
 
 
+class Gate:
+    """The broker's open connections, all ports together: at most MAX_CONNECTIONS."""
+
+    def __init__(self, most: int = MAX_CONNECTIONS) -> None:
+        self.most = most
+        self._open: set[asyncio.BaseTransport] = set()
+
+    @property
+    def open(self) -> int:
+        return sum(not t.is_closing() for t in self._open)
+
+    def admit(self, transport: asyncio.BaseTransport) -> bool:
+        self._open = {t for t in self._open if not t.is_closing()}
+        if len(self._open) >= self.most:
+            return False
+        self._open.add(transport)
+        return True
+
+
 class FirstBytesSwitch(asyncio.Protocol):
     """One accepted connection until its first bytes say which server takes it."""
 
@@ -29,20 +50,30 @@ class FirstBytesSwitch(asyncio.Protocol):
         self,
         http_protocol: Callable[[], asyncio.Protocol],
         dap_handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        gate: Gate | None = None,
     ) -> None:
         self._http_protocol = http_protocol
         self._dap_handler = dap_handler
+        self._gate = gate
         self._transport: asyncio.Transport | None = None
         self._head = b""
+        self._too_slow: asyncio.TimerHandle | None = None
 
     def __str__(self) -> str:
         peer = self._transport.get_extra_info("peername") if self._transport else None
         return f"FirstBytesSwitch[{peer}]"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._gate is not None and not self._gate.admit(transport):
+            log.warning("%d connections are open: refusing one more", self._gate.most)
+            transport.close()
+            return
         self._transport = transport  # type: ignore[assignment]
+        self._too_slow = asyncio.get_running_loop().call_later(FIRST_BYTES_TIMEOUT_S, transport.close)
 
     def data_received(self, data: bytes) -> None:
+        if self._transport is None:
+            return
         self._head += data
         if len(self._head) < len(DAP_HEADER) and DAP_HEADER.startswith(self._head):
             return  # could still be either: wait for more
@@ -55,6 +86,8 @@ class FirstBytesSwitch(asyncio.Protocol):
         transport, head = self._transport, self._head
         assert transport is not None
         self._transport, self._head = None, b""
+        if self._too_slow is not None:
+            self._too_slow.cancel()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         protocol.data_received(head)
@@ -65,6 +98,8 @@ class FirstBytesSwitch(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        if self._too_slow is not None:
+            self._too_slow.cancel()
 
 
 async def serve_one_port(
@@ -72,9 +107,11 @@ async def serve_one_port(
     dap_handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
     host: str,
     port: int,
+    gate: Gate | None = None,
 ) -> asyncio.Server:
-    """Listen on host:port for both HTTP (`http_protocol`, aiohttp's `runner.server`) and DAP."""
+    """Listen on host:port for both HTTP (`http_protocol`, aiohttp's `runner.server`) and DAP;
+    a connection silent for FIRST_BYTES_TIMEOUT_S is closed, and `gate` bounds how many are open."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: FirstBytesSwitch(http_protocol, dap_handler), host, port, reuse_address=True
+        lambda: FirstBytesSwitch(http_protocol, dap_handler, gate), host, port, reuse_address=True
     )

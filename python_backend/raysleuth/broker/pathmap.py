@@ -6,6 +6,7 @@ content.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -15,13 +16,18 @@ log = logging.getLogger(__name__)
 SAMPLE = 20
 """Python files of the local folder compared by content with the worker's copy."""
 
+MAX_FOLDERS = 2000
+"""Folders the sample may visit (a localRoot of "/" must not walk the whole disk)."""
+
 
 def local_sample(local_root: str) -> dict[str, str]:
     """sha256 of up to SAMPLE .py files under local_root, by relative path ({} if not on this host)."""
     out: dict[str, str] = {}
     if not os.path.isdir(local_root):
         return out
-    for dirpath, dirnames, filenames in os.walk(local_root):
+    for visited, (dirpath, dirnames, filenames) in enumerate(os.walk(local_root)):
+        if visited >= MAX_FOLDERS:
+            break
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("node_modules",))
         for name in sorted(filenames):
             if name.endswith(".py"):
@@ -47,7 +53,7 @@ async def auto_mapping(agents, worker, local_root: str) -> list[dict]:
     cwd = worker.cwd
     if not cwd or not local_root or os.path.normpath(cwd) == os.path.normpath(local_root):
         return []
-    local = local_sample(local_root)
+    local = await asyncio.to_thread(local_sample, local_root)  # disk work: not on the event loop
     if not local:
         return []
     res = await agents.command(worker.id, {"op": "digests", "root": cwd, "paths": list(local)}, 20.0)

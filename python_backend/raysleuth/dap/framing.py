@@ -22,7 +22,10 @@ def encode(message: dict) -> bytes:
 
 
 async def read_message(reader: asyncio.StreamReader) -> dict | None:
-    """Read one message; None at a clean end of stream."""
+    """Read one message; None at a clean end of stream. A reader may carry its bounds:
+    `dap_max_bytes` (a larger Content-Length is refused) and `dap_body_timeout` (seconds the body
+    may take after its header)."""
+    limit = getattr(reader, "dap_max_bytes", MAX_MESSAGE_BYTES)
     length = None
     while True:
         try:
@@ -41,9 +44,13 @@ async def read_message(reader: asyncio.StreamReader) -> dict | None:
                 length = int(value.strip())
             except ValueError as exc:
                 raise FramingError(f"bad Content-Length header: {line!r}") from exc
-            if length < 0 or length > MAX_MESSAGE_BYTES:
-                raise FramingError(f"Content-Length {length} out of range")
-    body = await reader.readexactly(length)
+            if length < 0 or length > limit:
+                raise FramingError(f"Content-Length {length} out of range (at most {limit} bytes)")
+    timeout = getattr(reader, "dap_body_timeout", None)
+    try:
+        body = await asyncio.wait_for(reader.readexactly(length), timeout)
+    except asyncio.TimeoutError:
+        raise FramingError(f"the {length} bytes of a message did not come within {timeout} s") from None
     try:
         message = json.loads(body)
     except ValueError as exc:

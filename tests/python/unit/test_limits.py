@@ -4,6 +4,8 @@ a traceback or a stall; the broker serves the next request."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from broker_fakes import FakeAgents
@@ -113,3 +115,21 @@ async def test_a_token_of_any_bytes_is_a_401_not_a_500(client, header):
         "/v1/workers", headers={"Authorization": header.encode("utf-8").decode("latin-1")}
     )
     assert resp.status == 401
+
+
+async def raw_status(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    line = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    return line
+
+
+async def test_a_body_declared_huge_or_never_sent_is_answered_at_once_or_in_time(client, monkeypatch):
+    monkeypatch.setattr("raysleuth.broker.http_api.HTTP_BODY_TIMEOUT_S", 0.5)
+    head = f"PUT /v1/breakpoints HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+    huge = (head + "Content-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{").encode()
+    assert b" 413 " in await raw_status(client.port, huge)
+    slow = (head + "Content-Type: application/json\r\nContent-Length: 50\r\n\r\n{").encode()
+    assert b" 408 " in await raw_status(client.port, slow)
