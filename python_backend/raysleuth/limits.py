@@ -56,3 +56,11 @@ MAX_CONNECTIONS = int(_setting("RAYSLEUTH_MAX_CONNECTIONS", 1000))
 
 SSE_WRITE_TIMEOUT_S = _setting("RAYSLEUTH_SSE_WRITE_TIMEOUT_S", 10.0)
 """A stream client that does not take an event within this many seconds is dropped."""
+
+EXPRESSION_BUDGET_S = _setting("RAYSLEUTH_EXPRESSION_BUDGET_S", 1.0)
+"""A condition or a snapshot's expressions that take longer on one hit disarm their point in
+that worker, with a note (read by the agent, from the worker's environment)."""
+
+EVALUATE_BUDGET_S = _setting("RAYSLEUTH_EVALUATE_BUDGET_S", 10.0)
+"""An evaluate in a paused worker still running then is interrupted (Python code) or left
+behind (C code) and answered "still running"; the worker takes a continue meanwhile."""

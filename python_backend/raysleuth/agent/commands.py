@@ -9,6 +9,7 @@ import sys
 import threading
 
 from raysleuth.agent import debugger
+from raysleuth.limits import EVALUATE_BUDGET_S
 
 
 def file_digests(root: str, relpaths: list[str]) -> dict[str, str | None]:
@@ -59,11 +60,42 @@ def evaluate(expression: str) -> dict:
     if frame is None:
         return {"ok": False, "error": "this worker is not paused"}
     where = {"path": frame.f_code.co_filename, "line": frame.f_lineno}
-    try:
-        value = eval(compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals)  # noqa: S307
-    except Exception as exc:  # noqa: BLE001 - the user's expression failed: that is the answer
+    done, value, exc = bounded_eval(expression, frame, EVALUATE_BUDGET_S)
+    if not done:
+        return {"ok": True, "error": exc, **where}
+    if exc is not None:  # the user's expression failed: that is the answer
         return {"ok": True, "error": f"{type(exc).__name__}: {exc}", **where}
     return {"ok": True, "value": bounded_repr(value), "type": type(value).__name__, **where}
+
+
+def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, object]:
+    """Evaluate in `frame` on a thread of its own, so the agent thread stays free for a continue:
+    (True, value, None), (True, None, exception), or (False, None, what to say) when it still
+    runs after `budget` s. Nothing can stop it safely then (an exception raised into a thread
+    from outside can land in another one: seen with CPython 3.11 and debugpy), so it runs on."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = eval(compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals)  # noqa: S307
+        except BaseException as exc:  # noqa: BLE001 - whatever it raised is the answer
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="raysleuth-evaluate", daemon=True)
+    thread.pydev_do_not_trace = True  # debugpy, which holds the paused program, must not suspend it
+    thread.is_pydev_daemon_thread = True
+    thread.start()
+    thread.join(budget)
+    if thread.is_alive():
+        return (
+            False,
+            None,
+            (
+                f"still running after {budget:g} s: it runs on in the background until it ends (the "
+                "worker still takes a continue and other evaluates)"
+            ),
+        )
+    return True, box.get("value"), box.get("error")
 
 
 def stacks() -> dict:

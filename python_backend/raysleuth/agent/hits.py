@@ -13,7 +13,7 @@ import time
 from raysleuth.agent import debugger
 from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.agent.points import ArmedPoint
-from raysleuth.limits import MAX_LOG_LINE_CHARS
+from raysleuth.limits import EXPRESSION_BUDGET_S, MAX_LOG_LINE_CHARS
 from raysleuth.model.tensors import nothing_to_summarize, summarize
 
 LOG_RATE = 50
@@ -106,11 +106,15 @@ class Hits:
             if m is None:
                 return  # rank not known yet
         if p.cond is not None:
+            t0 = time.perf_counter()
             try:
                 if not eval(p.cond, frame.f_globals, frame.f_locals):  # noqa: S307 - the user's condition
+                    self._within_budget(p, frame, "condition", t0)
                     return
             except Exception as exc:  # noqa: BLE001 - reported to the broker, once per point
                 self._point_error(p, frame, f"condition raised {type(exc).__name__}: {exc}")
+                return
+            if not self._within_budget(p, frame, "condition", t0):
                 return
         p.hits += 1
         if p.hit is not None and not p.hit(p.hits):
@@ -125,7 +129,9 @@ class Hits:
                 agent.rearm_soon()
             payload = {"id": p.point.snapshot, "point": p.id, "time": time.time()}
             if p.exprs:
+                t0 = time.perf_counter()
                 payload["values"] = expression_values(p.exprs, frame)
+                self._within_budget(p, frame, "snapshot expressions", t0)
             payload["frames"] = capture_frames(frame)
             agent.emit("snapshot", payload)
         else:
@@ -143,6 +149,22 @@ class Hits:
             return
         p.log_sent += 1
         self.agent.emit("log", _log_record(p, frame, format_log(p.log, frame)))
+
+    def _within_budget(self, p: ArmedPoint, frame, what: str, t0: float) -> bool:
+        """False, and the point disarmed in this worker with a note, when `what` (started at `t0`)
+        ran over EXPRESSION_BUDGET_S: a slow condition must not take the program hostage."""
+        took = time.perf_counter() - t0
+        if took <= EXPRESSION_BUDGET_S:
+            return True
+        p.dead = True
+        self.agent.rearm_soon()
+        p.error = None  # this note goes out even after an earlier error
+        self._point_error(
+            p,
+            frame,
+            f"disarmed: the {what} ran {took:.1f} s (budget {EXPRESSION_BUDGET_S:g} s) in this worker",
+        )
+        return False
 
     def _point_error(self, p: ArmedPoint, frame, message: str) -> None:
         if p.error is None:  # once per point, not once per pass

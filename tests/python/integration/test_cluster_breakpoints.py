@@ -81,6 +81,40 @@ def test_rank_scope_stops_only_that_rank(client, ranked):
     assert ray.get(refs[2], timeout=30) == EXPECTED[2]
 
 
+def test_an_evaluate_that_never_ends_leaves_the_paused_worker_controllable(client, ranked):
+    """#23: an evaluate over its budget is answered "still running"; the next evaluate and the
+    continue still reach the worker (the budget is 3 s in this suite: conftest.py)."""
+    actors, pids = ranked
+    client.set_breakpoints(JOB, [{"line": LINE, "condition": "[rank 1] step == 1"}])
+    wait_until(lambda: armed(client) == 1, 10, message="armed in rank 1")
+    ref = actors[1].work.remote(3)
+    wait_until(lambda: by_pid(client, pids[1])["state"] == "paused", 15, message="rank 1 paused")
+    [stuck] = client.post("/v1/evaluate", {"expression": "__import__('time').sleep(40)", "ranks": [1]})
+    assert stuck["error"].startswith("still running after 3 s"), stuck
+    [four] = client.post("/v1/evaluate", {"expression": "2 + 2", "ranks": [1]})
+    assert four["value"] == "4", four
+    client.set_breakpoints(JOB, [])
+    assert client.post("/v1/continue", {"ranks": [1]})["continued"]
+    assert ray.get(ref, timeout=30) == EXPECTED[1]
+
+
+def test_a_condition_over_its_budget_disarms_its_point_with_a_note(client, ranked):
+    actors, _ = ranked
+    since = max([x["seq"] for x in client.get("/v1/logs")] or [0])
+    slow = "[rank 3] __import__('time').sleep(1.2) or step == 1"  # the budget is 1 s
+    client.set_breakpoints(JOB, [{"line": LINE, "condition": slow}])
+    wait_until(lambda: armed(client) == 1, 10, message="armed in rank 3")
+    assert ray.get(actors[3].work.remote(3), timeout=60) == EXPECTED[3]  # it never stopped
+    note = wait_until(
+        lambda: next((x for x in client.get(f"/v1/logs?since={since}") if x.get("error")), None),
+        15,
+        message="the disarm note",
+    )
+    assert note["message"].startswith("disarmed: the condition ran 1.") and note["rank"] == 3, note
+    wait_until(lambda: armed(client) == 0, 15, message="disarmed in rank 3")
+    client.set_breakpoints(JOB, [])
+
+
 def test_all_stop_pauses_the_jobs_other_ranks_when_one_stops(client, ranked):
     actors, pids = ranked
     assert client.put("/v1/settings", {"all_stop": True}) == {"all_stop": True}
