@@ -52,7 +52,8 @@ FIRST_BYTES_TIMEOUT_S = _setting("RAYSLEUTH_FIRST_BYTES_TIMEOUT_S", 10.0)
 """A connection must send its first bytes (HTTP or DAP) within this many seconds."""
 
 MAX_CONNECTIONS = int(_setting("RAYSLEUTH_MAX_CONNECTIONS", 1000))
-"""Open connections to the broker's ports, all clients together (more are closed at once)."""
+"""Connections that have not sent their first bytes yet, all ports together (one more closes the
+oldest of them)."""
 
 SSE_WRITE_TIMEOUT_S = _setting("RAYSLEUTH_SSE_WRITE_TIMEOUT_S", 10.0)
 """A stream client that does not take an event within this many seconds is dropped."""

@@ -25,22 +25,29 @@ STREAM_LIMIT = 2**16
 
 
 class Gate:
-    """The broker's open connections, all ports together: at most MAX_CONNECTIONS."""
+    """Connections that have not said anything yet, all ports together: at most `most`; one more
+    closes the oldest of them (a crowd of silent connections cannot lock a real client out, who
+    speaks at once). Connections that spoke are the HTTP server's and the DAP door's to bound."""
 
     def __init__(self, most: int = MAX_CONNECTIONS) -> None:
         self.most = most
-        self._open: set[asyncio.BaseTransport] = set()
+        self._silent: dict[FirstBytesSwitch, None] = {}  # oldest first
+        self.evicted = 0
 
     @property
     def open(self) -> int:
-        return sum(not t.is_closing() for t in self._open)
+        return len(self._silent)
 
-    def admit(self, transport: asyncio.BaseTransport) -> bool:
-        self._open = {t for t in self._open if not t.is_closing()}
-        if len(self._open) >= self.most:
-            return False
-        self._open.add(transport)
-        return True
+    def admit(self, switch: FirstBytesSwitch) -> None:
+        while len(self._silent) >= self.most:
+            oldest = next(iter(self._silent))
+            self.leave(oldest)
+            oldest.close()
+            self.evicted += 1
+        self._silent[switch] = None
+
+    def leave(self, switch: FirstBytesSwitch) -> None:
+        self._silent.pop(switch, None)
 
 
 class FirstBytesSwitch(asyncio.Protocol):
@@ -64,12 +71,15 @@ class FirstBytesSwitch(asyncio.Protocol):
         return f"FirstBytesSwitch[{peer}]"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if self._gate is not None and not self._gate.admit(transport):
-            log.warning("%d connections are open: refusing one more", self._gate.most)
-            transport.close()
-            return
         self._transport = transport  # type: ignore[assignment]
-        self._too_slow = asyncio.get_running_loop().call_later(FIRST_BYTES_TIMEOUT_S, transport.close)
+        self._too_slow = asyncio.get_running_loop().call_later(FIRST_BYTES_TIMEOUT_S, self.close)
+        if self._gate is not None:
+            self._gate.admit(self)
+
+    def close(self) -> None:
+        """Close a connection that has not spoken (too slow, or the oldest of too many)."""
+        if self._transport is not None:
+            self._transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._transport is None:
@@ -88,6 +98,8 @@ class FirstBytesSwitch(asyncio.Protocol):
         self._transport, self._head = None, b""
         if self._too_slow is not None:
             self._too_slow.cancel()
+        if self._gate is not None:
+            self._gate.leave(self)
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         protocol.data_received(head)
@@ -100,6 +112,8 @@ class FirstBytesSwitch(asyncio.Protocol):
         self._transport = None
         if self._too_slow is not None:
             self._too_slow.cancel()
+        if self._gate is not None:
+            self._gate.leave(self)
 
 
 async def serve_one_port(

@@ -170,7 +170,7 @@ class DapChannel:
                 await self._on_message(msg)
         except (FramingError, asyncio.IncompleteReadError) as exc:
             reason = f"bad bytes from the peer: {exc}"
-            log.warning("%s: %s; closing", self, reason)
+            log.info("%s: %s; closing", self, reason)
         except Exception as exc:  # noqa: BLE001 - a reader that dies must close, not hang (#16)
             reason = f"the connection failed: {type(exc).__name__}: {exc}"
             log.log(logging.INFO if isinstance(exc, OSError) else logging.ERROR, "%s: %s", self, reason)
