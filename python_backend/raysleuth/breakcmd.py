@@ -60,6 +60,25 @@ def armed_where(bp: dict) -> str:
     return ": " + ", ".join(parts)
 
 
+def check_local(path: str, line: int) -> str | None:
+    """BadRequest for a location that cannot be a breakpoint here (a folder, a line past the end
+    of the file); a note when the file is not on this host (it may be on the workers' only)."""
+    if os.path.isdir(path):
+        raise BadRequest(f"{path} is a folder, not a file.", "Give FILE:LINE of a Python file.")
+    try:
+        with open(path, "rb") as f:
+            lines = sum(1 for _ in f)
+    except FileNotFoundError:
+        return f"{path} is not on this host: the point arms in workers that load a file of that path."
+    except OSError as exc:
+        return f"{path} cannot be read here ({exc.strerror}): the point arms in workers that load it."
+    if line > lines:
+        raise BadRequest(
+            f"Line {line} is past the end of {path} ({lines} lines).", "Give a line of the file."
+        )
+    return None
+
+
 def run_break(client, args) -> int:
     if args.list:
         bps = client.breakpoints()
@@ -87,6 +106,7 @@ def run_break(client, args) -> int:
             "Say where: raysleuth break FILE:LINE.", "Or --list to see the cluster's breakpoints."
         )
     path, line = parse_location(args.location)
+    note = None if args.remove else check_local(path, line)
     keep = [
         _entry(b)
         for b in client.breakpoints()
@@ -120,6 +140,8 @@ def run_break(client, args) -> int:
         print(json.dumps(mine, indent=1))
     else:
         print(describe(mine))
+        if not mine.get("armed"):
+            print(note or f"No worker has loaded {path} yet: the point arms in each one that does.")
     if args.follow:
         return follow_logs(client, json_out=args.json)
     return 0

@@ -64,11 +64,16 @@ json_values = st.recursive(
 MISSING = object()
 
 
+surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=4)
+odd_text = surrogates | st.text(st.characters(min_codepoint=0x80), min_size=1, max_size=40)
+"""Lone surrogates (valid in JSON text, not in UTF-8) and non-ASCII text: a token of them is refused."""
+
+
 def messages(token: str):
     """DAP-shaped messages with fuzzed fields; attach with the right token aims at no worker."""
     command = st.sampled_from(COMMANDS) | st.text(max_size=20).filter(lambda c: c != "disconnect")
     target = st.fixed_dictionaries(
-        {"token": st.sampled_from([token, "wrong"]) | json_values},
+        {"token": st.sampled_from([token, "wrong"]) | json_values | odd_text},
         optional={
             "worker": st.text(max_size=12).map(lambda t: "~" + t) | st.lists(st.integers()) | st.floats(),
             "rank": (st.integers(max_value=-1) | st.floats() | st.text(max_size=8)).filter(no_live_rank)

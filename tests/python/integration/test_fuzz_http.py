@@ -68,6 +68,13 @@ ROUTES = {
     ("PUT", "/v1/settings"): {"all_stop": False},
     ("PUT", "/v1/stacks/watch"): {"interval": 3600, "samples": 3},
 }
+EXPRESSION_FIELDS = [
+    (("POST", "/v1/evaluate"), "expression"),
+    (("POST", "/v1/snapshots"), "expressions"),
+    (("POST", "/v1/snapshots"), "condition"),
+    (("PUT", "/v1/breakpoints"), "breakpoints.0.condition"),
+    (("PUT", "/v1/breakpoints"), "breakpoints.0.logMessage"),
+]
 FIELDS = [(route, field) for route, body in ROUTES.items() for field in body] + [
     (("PUT", "/v1/breakpoints"), f"breakpoints.0.{f}") for f in SAFE_BP
 ]
@@ -235,7 +242,42 @@ def run_all(addr, token) -> None:
         check_protocol_reply(reply, f"{method} {path} cut at {cut:.2f}, lie {lie}")
         assert reply.status is None or reply.status >= 400, f"{method} {path} half sent: {reply.status}"
 
-    for gen in (bad_json_bodies, wrong_types, huge_and_nested, bad_paths_and_queries, not_http_at_all):
+    @fuzz(60)
+    @given(value=st.binary(min_size=0, max_size=80).filter(lambda b: b"\r" not in b and b"\n" not in b))
+    def bad_tokens(value):  # invalid UTF-8, non-ASCII, NUL: a 401 (or the parser's 400), never a 500
+        data = http_request("GET", "/v1/workers", None).replace(
+            b"Connection: close\r\n", b"Connection: close\r\nAuthorization: Bearer " + value + b"\r\n"
+        )
+        reply = http_exchange(addr, data)
+        COUNT["bad tokens"] += 1
+        check_protocol_reply(reply, f"Bearer {value!r}")
+        assert reply.status in (400, 401), f"Bearer {value!r}: {reply.status} (seed {SEED})"
+
+    @fuzz(60)
+    @given(
+        where=st.sampled_from(EXPRESSION_FIELDS),
+        unit=st.sampled_from(["1+", "not ", "-", "(", "a.", "[", "f(", "~", "x if y else "]),
+        n=st.integers(1, 200_000),
+    )
+    def deep_and_long_expressions(where, unit, n):
+        (method, path), field = where
+        expr = unit * n + "1" + (")" * n if unit in ("(", "f(") else "]" * n if unit == "[" else "")
+        value = (
+            [expr]
+            if field == "expressions"
+            else ("x={" + expr + "}" if field.endswith("logMessage") else expr)
+        )
+        raw = json.dumps(with_field(ROUTES[(method, path)], field, value)).encode()
+        reply = http_exchange(addr, http_request(method, path, token, raw, JSON), timeout=20)
+        COUNT["deep expressions"] += 1
+        check_app_reply(reply, f"{method} {path} {field}={unit!r}*{n}")
+        if len(raw) < 2**20 and len(expr) > 2000:
+            assert reply.status == 400, f"{field}={unit!r}*{n}: {reply.status} (seed {SEED})"
+
+    for gen in (
+        bad_json_bodies, wrong_types, huge_and_nested, bad_paths_and_queries, not_http_at_all, bad_tokens,
+        deep_and_long_expressions,
+    ):  # fmt: skip
         gen()
         still_serving(addr, token)
     half_closed()

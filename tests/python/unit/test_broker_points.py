@@ -206,3 +206,18 @@ def test_the_terminal_says_which_ranks_armed_a_point():
     p["armed_on"] = [{"worker": "a", "rank": 1, "pid": 5}, {"worker": "b", "rank": 3, "pid": 6}]
     p["armed_on"].append({"worker": "c", "rank": None, "pid": 812})
     assert breakcmd.describe(p).endswith("(armed on 3: ranks 1,3, pid 812)")
+
+
+def test_break_on_a_folder_or_past_the_end_is_refused_and_an_unarmed_point_says_why(tmp_path, capsys):
+    client = PointClient(PointSet(tmp_path))
+    job = tmp_path / "job.py"
+    job.write_text("a = 1\nb = 2\n")
+    with pytest.raises(BadRequest, match="is a folder, not a file"):
+        breakcmd.run_break(client, cli_args(location=f"{tmp_path}:3"))
+    with pytest.raises(BadRequest, match=r"Line 99999 is past the end of .*job.py \(2 lines\)"):
+        breakcmd.run_break(client, cli_args(location=f"{job}:99999"))
+    assert client.breakpoints() == []  # nothing was set
+    breakcmd.run_break(client, cli_args(location=f"{job}:2"))
+    assert "No worker has loaded" in capsys.readouterr().out
+    breakcmd.run_break(client, cli_args(location="/not/here/job.py:4"))
+    assert "is not on this host: the point arms in workers that load" in capsys.readouterr().out
