@@ -9,8 +9,11 @@ import contextlib
 import http.server
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -186,3 +189,47 @@ def test_connection_refused_is_a_clear_error():
     with pytest.raises(BrokerUnreachable) as err:
         BrokerClient(f"http://127.0.0.1:{port}", "t", timeout=2).workers()
     assert "Cannot reach the broker" in err.value.message and "raysleuth broker" in err.value.hint
+
+
+SQUATTER = r"""
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print(json.dumps(dict(self.headers)), flush=True)
+        body = json.dumps({"proof": "0" * 64}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/usr/bin/python3") or not shutil.which("runuser"),
+    reason="needs root, runuser and /usr/bin/python3 to run the squatter as `nobody`",
+)
+def test_a_squatter_run_by_another_user_on_a_stale_brokers_port_gets_no_token(tmp_path):
+    """The stale broker.json names a port another local user now holds, and (pid reuse) a pid
+    that is alive: `raysleuth list` refuses, and the squatter saw no token."""
+    squat = subprocess.Popen(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", SQUATTER],
+        stdout=subprocess.PIPE, text=True, cwd="/", start_new_session=True,
+    )  # fmt: skip
+    try:
+        port = int(squat.stdout.readline())
+        sd = state(tmp_path, f"http://127.0.0.1:{port}", pid=squat.pid)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAYSLEUTH")}
+        out = subprocess.run(
+            [sys.executable, "-m", "raysleuth", "list", "--state-dir", str(sd)],
+            capture_output=True, text=True, timeout=60, env=env, check=False,
+        )  # fmt: skip
+        assert out.returncode == 2 and "could not prove it is the broker" in out.stderr, out.stderr
+    finally:
+        os.killpg(squat.pid, signal.SIGKILL)  # runuser and the squatter it started
+        seen = squat.communicate(timeout=10)[0]
+    assert "User-Agent" in seen and "Authorization" not in seen and TOKEN not in seen, seen
