@@ -105,8 +105,10 @@ def test_worker_without_agent_is_listed_and_marked(client, ray_cluster):
         .remote()
     )
     pid = ray.get(a.pid.remote())
-    w = wait_until(
-        lambda: live(client, lambda w: w["pid"] == pid), timeout=10, message="the agent-less worker"
+    w = wait_until(  # its class comes from Ray's state API, a poll after the pid
+        lambda: live(client, lambda w: w["pid"] == pid and w["actor_class"]),
+        timeout=15,
+        message="the agent-less worker with its actor class",
     )[0]
     assert w["agent"] is False and w["actor_class"] == "EnvRanked"
     ray.kill(a)
@@ -123,7 +125,11 @@ def test_setup_hook_activation_keeps_the_users_own_hook(client, ray_cluster):
         env={**os.environ, "RAYSLEUTH": "0"},
     )
     try:
-        info = json.loads(job.stdout.readline())
+        line = job.stdout.readline()
+        while line and not line.startswith("{"):  # Ray may print a line of its own first
+            line = job.stdout.readline()
+        assert line, f"the job ended without its JSON line (exit status {job.poll()})"
+        info = json.loads(line)
         assert info["hook_ran"] == "yes"
         wait_until(
             lambda: live(
