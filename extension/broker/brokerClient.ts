@@ -290,8 +290,9 @@ export class BrokerClient {
     if (status !== 200 || given.length !== want.length || !timingSafeEqual(given, want)) {
       throw new BrokerError(
         "unauthorized",
-        `The process at ${this.url} could not prove it is the broker that holds your token, so the token was not sent to it. ` +
-          `A broker that died leaves its address free for anyone: start one with "raysleuth broker", or check raySleuth.brokerAddress.`,
+        `The process at ${this.url} could not prove it holds your token, so the token was not sent to it: your token is wrong or ` +
+          `stale (check raySleuth.tokenFile, RAYSLEUTH_TOKEN or the state dir's token file), or that is not your broker ` +
+          `(one that died leaves its address free for anyone: start one with "raysleuth broker", or check raySleuth.brokerAddress).`,
         this.url,
         status,
       );

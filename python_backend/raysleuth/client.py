@@ -69,10 +69,10 @@ class BrokerClient:
             ) from None
         if not proven(self.token, nonce, answer):
             raise SleuthError(
-                f"The process at {self.url} (from {source}) could not prove it is the broker that "
-                "holds your token, so the token was not sent to it.",
-                "A broker that died leaves its address free for anyone: start one with "
-                "`raysleuth broker`, or pass the right --broker URL and token.",
+                f"The process at {self.url} (from {source}) could not prove it holds your token, so "
+                "the token was not sent to it: your token is wrong or stale, or that is not your broker.",
+                "Check RAYSLEUTH_TOKEN and the state dir's token file; a broker that died leaves its "
+                "address free for anyone: start one with `raysleuth broker`, or pass the right --broker URL.",
             )
 
     @staticmethod

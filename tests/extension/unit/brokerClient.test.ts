@@ -156,7 +156,7 @@ describe("Broker client against a local fake broker", () => {
       const c = new BrokerClient({ url: impostor.url, token: TOKEN });
       const err = await rejection(c.getWorkers());
       assert.strictEqual(err.kind, "unauthorized");
-      assert.match(err.message, /could not prove it is the broker that holds your token, so the token was not sent/);
+      assert.match(err.message, /could not prove it holds your token, so the token was not sent to it: your token is wrong or stale/);
       assert.deepStrictEqual(impostor.requests, []);
       c.startStream();
       await until("the stream gives up", () => c.streamState === "closed" && impostor.hellos.length >= 2);

@@ -111,7 +111,7 @@ def test_discovers_the_broker_of_the_state_dir_after_it_proved_it_holds_the_toke
 
 def test_a_squatter_on_a_dead_brokers_port_never_gets_the_token(tmp_path):
     with squatter() as (url, seen):
-        with pytest.raises(SleuthError, match="could not prove it is the broker") as err:
+        with pytest.raises(SleuthError, match="could not prove it holds your token") as err:
             BrokerClient.discover(state_dir=state(tmp_path, url))
     assert "raysleuth broker" in err.value.hint
     assert seen and not any(TOKEN in json.dumps(h) for h in seen)
@@ -228,7 +228,7 @@ def test_a_squatter_run_by_another_user_on_a_stale_brokers_port_gets_no_token(tm
             [sys.executable, "-m", "raysleuth", "list", "--state-dir", str(sd)],
             capture_output=True, text=True, timeout=60, env=env, check=False,
         )  # fmt: skip
-        assert out.returncode == 2 and "could not prove it is the broker" in out.stderr, out.stderr
+        assert out.returncode == 2 and "could not prove it holds your token" in out.stderr, out.stderr
     finally:
         os.killpg(squat.pid, signal.SIGKILL)  # runuser and the squatter it started
         seen = squat.communicate(timeout=10)[0]
