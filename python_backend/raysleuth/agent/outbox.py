@@ -14,7 +14,7 @@ import threading
 
 from raysleuth.agent import rank as rank_mod
 from raysleuth.agent.log import swallow
-from raysleuth.agent.registry import RegistryLink
+from raysleuth.agent.registry import RegistryLink, answer
 
 EVENT_BATCH_MAX = 5000
 """`raysleuth.event()` records kept for the next heartbeat at most (older ones are dropped, counted)."""
@@ -103,8 +103,6 @@ class Outbox:
 
         Without a broker the record waits with the logpoint lines for one to appear.
         """
-        import ray
-
         wid = self._worker_id()
         if wid is None:
             return None
@@ -114,7 +112,7 @@ class Outbox:
             registry = self._link.lookup()
         if registry is not None:
             try:
-                return ray.get(registry.crash.remote(wid, record), timeout=timeout)
+                return answer(registry.crash.remote(wid, record), timeout)
             except Exception as exc:  # noqa: BLE001
                 log.info("sending a crash record failed (%s); it waits for the broker", type(exc).__name__)
         self.emit("crash", record)

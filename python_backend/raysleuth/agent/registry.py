@@ -58,13 +58,12 @@ class RegistryLink:
 
     def call(self, method: str, *args, extra_timeout: float = 0.0):
         """Call the registry and wait for the answer; None if there is none or the call failed."""
-        import ray
 
         registry = self.lookup()
         if registry is None:
             return None
         try:
-            return ray.get(getattr(registry, method).remote(*args), timeout=CALL_TIMEOUT_S + extra_timeout)
+            return answer(getattr(registry, method).remote(*args), CALL_TIMEOUT_S + extra_timeout)
         except Exception as exc:  # noqa: BLE001 - the broker went away or is slow: look again
             self._log().info("registry call %s failed (%s); looking it up again", method, type(exc).__name__)
             self.handle = None
@@ -76,12 +75,17 @@ class RegistryLink:
         if self.handle is None:
             return
         try:
-            import ray
-
-            ray.get(self.handle.goodbye.remote(worker_id, "exit"), timeout=1.0)
+            answer(self.handle.goodbye.remote(worker_id, "exit"), 1.0)
         except Exception:  # noqa: BLE001 - at exit Ray may be gone already
             import logging
 
             from raysleuth.agent.log import swallow
 
             swallow("saying goodbye to the registry", level=logging.DEBUG)
+
+
+def answer(ref, timeout: float):
+    """The value of `ref`, waited for in Python (a future Ray completes from its own thread), not
+    in `ray.get`: a thread blocked in Ray's `CoreWorker::Get` when the worker shuts down (its actor
+    killed) makes Ray abort the exiting process (`counter_map.h:92 Check failed`, seen on 3.12)."""
+    return ref.future().result(timeout=timeout)

@@ -25,7 +25,8 @@ def test_gpu_memory_per_worker_over_time_with_peak_and_growing(client):
         def row():
             return next((r for r in client.get("/v1/gpu") if r["worker"] == wid), None)
 
-        first = wait_until(row, 15, message="a GPU row for the worker")
+        # the row's rank is the one of its latest sample: the first may come before __init__ set it
+        first = wait_until(lambda: (r := row()) is not None and r["rank"] == 400 and r, 15, message="GPU row")
         last = first["samples"][-1]
         assert (first["rank"], last["gpu"], last["uuid"]) == (400, 0, "GPU-fake-0")
         assert last["used_bytes"] == 3 * GIB
