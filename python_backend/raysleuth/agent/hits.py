@@ -16,6 +16,9 @@ from raysleuth.agent.points import ArmedPoint
 from raysleuth.limits import EXPRESSION_BUDGET_S, MAX_LOG_LINE_CHARS
 from raysleuth.model.tensors import nothing_to_summarize, summarize
 
+clock = time.monotonic
+"""The logpoint rate's clock (a seam for the tests)."""
+
 LOG_RATE = 50
 """Logpoint lines per point per second; more are counted and reported as dropped."""
 
@@ -139,7 +142,7 @@ class Hits:
             debugger.stop_here(agent, frame, p.id)
 
     def _log(self, p: ArmedPoint, frame) -> None:
-        now = int(time.monotonic())
+        now = int(clock())
         if now != p.log_second:
             if p.log_dropped:
                 self.agent.emit("log", _log_record(p, frame, f"… {p.log_dropped} lines dropped (rate limit)"))
