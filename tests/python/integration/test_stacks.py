@@ -72,7 +72,14 @@ def test_rank_3_looping_before_an_all_reduce_stands_apart_and_is_named_behind(cl
 
         def grouped(res):
             groups = {tuple(g["ranks"]): g for g in res["groups"]}
-            return set(groups) == {(0, 1, 2), (3,)} and res["behind"] and res["collectives"]
+            # past the first all-reduce (all ranks pass it): ranks 0-2 in the second, rank 3 looping
+            return (
+                set(groups) == {(0, 1, 2), (3,)}
+                and res["behind"]
+                and res["collectives"]
+                and at(groups[(0, 1, 2)]["frames"], "all-reduce")
+                and at(groups[(3,)]["frames"], "late-loop")
+            )
 
         res = wait_for_stacks(
             client, grouped, 60, "ranks 0-2 in the all-reduce, rank 3 apart", workers=",".join(ids), timeout=5
