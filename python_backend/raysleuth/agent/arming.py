@@ -114,7 +114,12 @@ class Arming:
             if self.points and (self._rearm or self.trigger is None):
                 return self._arm_locked()
             t = self.trigger
-            return bool(t is not None and t.points and t.code_loaded(obj))
+            if t is None or not t.points:
+                return False
+            armed = t.code_loaded(obj)
+            # Loading it may have imported modules (code pickled by reference, e.g. Tune's
+            # trainable inside its wrapper class): their points too, before anything runs.
+            return self._arm_locked() or armed
 
     def code_arrived(self, fn) -> bool:
         """cloudpickle rebuilt `fn` from a pickle (datahook): arm it if its file has a point.
