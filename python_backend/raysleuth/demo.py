@@ -71,6 +71,11 @@ class Trainer:
         return {"rank": self.rank, "step": step, "loss": loss}
 
 
+def _planned_crash(rank: int, step: int, cause) -> bool:
+    """The one failure the demo stages (BAD_RANK diverges and raises at FAIL_AT)."""
+    return rank == BAD_RANK and step == FAIL_AT and isinstance(cause, FloatingPointError)
+
+
 def prefetch_batch(step: int) -> int:
     """A plain Ray task, so the tree shows task workers too."""
     time.sleep(0.3)
@@ -128,6 +133,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         logging_level="WARNING",
     )
     broker = None
+    unplanned: list[str] = []  # failures other than the staged crash
     stop = {"now": False}
 
     def on_term(signum, frame):
@@ -158,7 +164,16 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
                     ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
                     _say(f"      step {step}: rank {r} failed: {exc.cause!r}")
+                    if not _planned_crash(r, step, exc.cause):
+                        unplanned.append(f"step {step}, rank {r}: {exc.cause!r}")
             ray.get(batch)
+            if unplanned:
+                _say(
+                    f"error: the demo's training failed where it should not ({unplanned[0]}).\n"
+                    "hint: run scripts/setup.sh again (it installs what the demo needs), "
+                    "then scripts/demo.sh; the worker's log is under the Ray session's logs/."
+                )
+                break
             if step % 10 == 0:
                 _say(f"      step {step}")
             step += 1
@@ -170,7 +185,8 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         if broker is not None:
             broker.stop()
         ray.shutdown()
-    return 1 if _say_ray_aborts(ctx.address_info["session_dir"]) else 0
+    aborted = _say_ray_aborts(ctx.address_info["session_dir"])
+    return 1 if aborted or unplanned else 0
 
 
 def _say_ray_aborts(session_dir: str) -> int:
