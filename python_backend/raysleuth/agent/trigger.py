@@ -164,7 +164,9 @@ class Trigger:
                 return changed
             for mod in list(sys.modules.values()):
                 f = getattr(mod, "__file__", None)
-                if f and f not in table.scanned_modules and any(p.matches_file(f) for p in missing):
+                if not f or f in table.scanned_modules or initializing(mod):
+                    continue  # one still running its body is looked through once it is done
+                if any(p.matches_file(f) for p in missing):
                     table.scanned_modules.add(f)
                     changed = self.code_loaded(mod) or changed
             if changed:
@@ -227,3 +229,9 @@ class Trigger:
         except Exception:  # noqa: BLE001 - never into user code
             swallow("the line hook at %s:%s", code.co_filename, line)
         return None
+
+
+def initializing(module) -> bool:
+    """Whether `module` is in `sys.modules` but still running its body (another thread imports it:
+    importlib marks its spec until the body is done); its functions may not exist yet."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))

@@ -315,3 +315,36 @@ def test_a_module_function_is_armed_in_a_frozen_heap(agent, udfs, frozen_heap):
     agent.set_points(logpoint("d", path, DOUBLE_LINE, "double {x}"))
     assert module.double(21) == 42
     assert agent.logs() == ["double 21"]
+
+
+def test_a_heartbeat_during_the_import_does_not_hide_the_module(agent, udfs, monkeypatch):
+    """CI race: the agent thread's heartbeat looked through the module while a task's pickle read
+    was still running its body (in `sys.modules`, no function yet) and marked it done, so the
+    read's own look skipped it and the task's logpoint never fired. The look waits for the body."""
+    import threading
+    import types
+
+    name, path = udfs
+    hook = types.ModuleType(f"{name}_pause")
+    hook.started, hook.go = threading.Event(), threading.Event()
+    hook.pause = lambda: (hook.started.set(), hook.go.wait(10))
+    monkeypatch.setitem(sys.modules, hook.__name__, hook)
+    head = f"import sys\nsys.modules[{hook.__name__!r}].pause()\n"
+    with open(path, "w") as f:
+        f.write(head + UDFS)
+    line = DOUBLE_LINE + head.count("\n")
+    data = f"c{name}\ndouble\n.".encode()  # a pickle naming name.double (protocol 0's GLOBAL)
+    agent.set_points(logpoint("d", path, line, "ref {x}"))
+    got = {}
+
+    def read():  # the task's thread: Ray reads an argument that names name.double
+        got["fn"] = reader_of(agent)._deserialize_pickle5_data(data)
+
+    reader_thread = threading.Thread(target=read)
+    reader_thread.start()
+    assert hook.started.wait(10), "the import never began"
+    agent.arming.arm_if_needed()  # the agent thread's heartbeat, while the body runs
+    hook.go.set()
+    reader_thread.join(10)
+    assert got["fn"](5) == 10
+    assert agent.logs() == ["ref 5"]
