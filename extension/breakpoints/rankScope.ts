@@ -1,5 +1,5 @@
 // Pure reading and editing of the scope prefix of a breakpoint condition, e.g.
-// "[rank 0,2-3] step % 100 == 0" (ARCHITECTURE.md, "Rank scope in the editor").
+// "[rank 0,2-3] step % 100 == 0" (docs/contract.md, "Rank scope").
 // No vscode import.
 // The broker is the one that validates a condition: this only rewrites prefixes.
 // Its cases are shared with the Python parser: tests/scope_cases.json.

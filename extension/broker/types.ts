@@ -1,5 +1,5 @@
 // The broker's public HTTP objects as the extension sees them (see
-// ARCHITECTURE.md, "HTTP API"). Types only: no vscode import, no logic.
+// docs/contract.md, "HTTP API"). Types only: no vscode import, no logic.
 import type { TensorSummary } from "./telemetryTypes";
 
 export * from "./telemetryTypes";

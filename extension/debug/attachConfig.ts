@@ -38,8 +38,8 @@ export function sessionName(w: WorkerInfo): string {
 }
 
 /**
- * The worker a config means, by the broker's rule for ranks (ARCHITECTURE.md,
- * "attach {rank: N}"): the paused one, else the one seen most recently.
+ * The worker a config means, by the broker's rule for ranks (docs/contract.md,
+ * "DAP front door"): the paused one, else the one seen most recently.
  * Undefined when the editor cannot tell (the broker still decides the attach).
  */
 export function targetWorker(config: SleuthAttachConfig, workers: readonly WorkerInfo[]): WorkerInfo | undefined {

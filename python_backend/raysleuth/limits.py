@@ -1,6 +1,6 @@
 """Every bound on what a client may send the broker (and through it, the workers), in one place.
 Each is a setting: the environment variable named in its comment, read by the broker at start.
-The README's Security section lists them with the measurements they were chosen from."""
+docs/security.md lists them (the Limits table)."""
 
 from __future__ import annotations
 

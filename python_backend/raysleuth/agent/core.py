@@ -60,6 +60,8 @@ class Agent:
         self._synced_in_task = threading.Event()
         """Set once a heartbeat made after Ray began this worker's first task was answered (or
         found no broker): the first task waits for it, so the cluster's points are armed."""
+        self.first_task_wait_s: float | None = None
+        """How long the first task waited for the cluster's points (the price of #22's gate)."""
         self.ident = Identity()
         self.link = RegistryLink(_agent_logger, self.__str__)
         self.outbox = Outbox(self.link, lambda: self.ident.worker_id, self._wake)
@@ -144,12 +146,14 @@ class Agent:
         """From Ray's task thread, once, before the task's code runs: the agent may call the
         registry now. Wait (at most FIRST_TASK_SYNC_S) until it took the cluster's points, so a
         point set before the job fires on the first call too; no Ray lock is held here."""
+        t0 = time.monotonic()
         self.link.look_now()
         self._wake.set()
         if not self.disabled and not self._synced_in_task.wait(FIRST_TASK_SYNC_S):
             self.log.warning(
                 "%s: no answer from the broker in %.0f s; the first task runs on", self, FIRST_TASK_SYNC_S
             )
+        self.first_task_wait_s = time.monotonic() - t0
 
     def _identify(self) -> None:
         static = self.ident.read()

@@ -78,7 +78,7 @@ def exposure_warning(host: str) -> str | None:
     return (
         f"The broker listens on {host}, not only on this machine: anyone who can reach its ports "
         "and has the token can run code in every worker. Prefer --host 127.0.0.1 and a tunnel "
-        "(ssh -L, kubectl port-forward); see the README's Security section."
+        "(ssh -L, kubectl port-forward); see docs/security.md."
     )
 
 

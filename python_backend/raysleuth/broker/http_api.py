@@ -94,7 +94,7 @@ def make_app(svc: Services) -> web.Application:
             return _error(
                 404,
                 f"No such endpoint: {request.method} {request.path}",
-                "See the HTTP API in the README: /v1/workers, /v1/nodes, /v1/stream, ...",
+                "The routes are in docs/contract.md: /v1/workers, /v1/nodes, /v1/stream, ...",
             )
         except web.HTTPMethodNotAllowed as exc:
             return _error(
