@@ -1,5 +1,6 @@
-"""Diagnostics on breakpoints of a file: a rank scope that does not parse, and a `[rank N]` scope
-for ranks no live worker has. Editor breakpoints come from the client (it alone knows them);
+"""Diagnostics on breakpoints of a file: a rank scope that does not parse, a `[rank N]` scope
+for ranks no live worker has, and a condition or logpoint expression that obviously never
+finishes (`unbounded.py`). Editor breakpoints come from the client (it alone knows them);
 cluster ones from the broker. Scopes are parsed by `raysleuth.model.scope`, the one grammar."""
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ import os
 from raysleuth.errors import SleuthError
 from raysleuth.lsp.checks import Finding
 from raysleuth.lsp.source import Source, Span
+from raysleuth.lsp.unbounded import unbounded_reason
+from raysleuth.model.point import log_expressions
 from raysleuth.model.scope import format_ranks, split_condition, with_ranks
 from raysleuth.model.worker import Worker
 
 BAD_SCOPE = "rank-scope-invalid"
 NO_SUCH_RANK = "rank-not-in-job"
+UNBOUNDED = "expression-unbounded"
 
 
 def same_path(a: str, b: str) -> bool:
@@ -39,12 +43,15 @@ def breakpoint_findings(
             seen.add((line, cond))
             span = _line_span(src, line)
             try:
-                scope, _ = split_condition(cond)
+                scope, expr = split_condition(cond)
                 scope = with_ranks(scope, bp.get("ranks"))
             except SleuthError as exc:
                 hint = f" {exc.hint}" if exc.hint else ""
                 out.append(Finding(BAD_SCOPE, f"Breakpoint scope does not parse: {exc.message}.{hint}", span))
                 continue
+            finding = _unbounded(expr, bp.get("logMessage"), span)
+            if finding is not None:
+                out.append(finding)
             if scope.ranks is None or ranks_known is None:
                 continue
             missing = sorted(scope.ranks - ranks_known)
@@ -61,6 +68,21 @@ def breakpoint_findings(
                     )
                 )
     return out
+
+
+def _unbounded(condition: str | None, log_message: str | None, span: Span) -> Finding | None:
+    """A warning when the condition, or an expression in the logpoint's braces, never finishes."""
+    parts = [("condition", condition)] + [("logpoint", e) for e in log_expressions(log_message or "")]
+    for what, expr in parts:
+        reason = unbounded_reason(expr or "")
+        if reason:
+            return Finding(
+                UNBOUNDED,
+                f"This breakpoint's {what} may never finish: {reason}, in C code that Ray Sleuth "
+                "cannot interrupt, so each worker that reaches the line would freeze there.",
+                span,
+            )
+    return None
 
 
 def _job_ranks(workers: list[Worker]) -> frozenset | None:

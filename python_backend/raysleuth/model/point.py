@@ -278,6 +278,11 @@ def point_id(prefix: str, *parts) -> str:
     return f"{prefix}-{digest}"
 
 
+def log_expressions(msg: str) -> list[str]:
+    """The `{expression}` parts of a logpoint's text."""
+    return re.findall(r"\{([^{}]*)\}", msg)
+
+
 def check_log_message(msg: str | None) -> None:
     """A logpoint's text: bounded, and each `{expression}` in it a bounded Python expression."""
     if msg is None:
@@ -288,7 +293,7 @@ def check_log_message(msg: str | None) -> None:
             "Log the values, not a text: 'loss={loss}' (the broker's RAYSLEUTH_MAX_LOG_MESSAGE_CHARS"
             " sets the bound).",
         )
-    for part in re.findall(r"\{([^{}]*)\}", msg):
+    for part in log_expressions(msg):
         # within the bounds; one that does not parse is logged as its SyntaxError, as in VS Code
         check_expression(part, f"{{{part[:60]}}} in logMessage", 'Write "loss={loss}".', syntax=False)
 
