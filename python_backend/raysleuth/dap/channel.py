@@ -14,45 +14,24 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from raysleuth.dap.framing import FramingError, encode, read_message
+from raysleuth.dap.errors import ENDED, ChannelClosed, DapTimeout
+from raysleuth.dap.framing import FramingError, encode, read_message, seq_of
 from raysleuth.dap.transport import CallTransport, Transport, as_transport, pump_polls
 from raysleuth.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
+__all__ = ["DEFAULT_REQUEST_TIMEOUT_S", "ENDED", "ChannelClosed", "DapChannel", "DapTimeout"]
+
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 """Longest wait for the answer to one request unless the caller says otherwise."""
-
-ENDED = "the connection ended"
-"""`close_reason` when the peer closed its end (a clean end of stream)."""
 
 EventCallback = Callable[[dict], object]
 RequestHandler = Callable[[dict], Awaitable[bool | None]]
 ClosedCallback = Callable[[str], object]
 
 
-class ChannelClosed(ConnectionError):
-    """The channel closed (or the peer went away) before a request was answered or an event came.
-
-    `reason` says why: `ENDED`, a framing error, or the reason given to `close()`.
-    """
-
-    def __init__(self, message: str, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason or message
-
-
-class DapTimeout(asyncio.TimeoutError):
-    """No answer (or no matching event) in time; the channel itself stays open."""
-
-
 # --- the channel ------------------------------------------------------------------------------
-
-
-def _seq_of(msg: dict, key: str = "seq") -> int | None:
-    """A message's `seq` (or `request_seq`) when it is an integer, as DAP says; else None."""
-    seq = msg.get(key, 0)
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 class _Pending:
@@ -179,7 +158,7 @@ class DapChannel:
     async def _on_message(self, msg: dict) -> None:
         kind = msg.get("type")
         if kind == "response":
-            answered = _seq_of(msg, "request_seq")
+            answered = seq_of(msg, "request_seq")
             pending = self._pending.pop(answered, None) if answered is not None else None
             if pending is not None and not pending.future.done():
                 pending.future.set_result(msg)
@@ -200,10 +179,10 @@ class DapChannel:
         elif kind == "request":
             if self.on_request is None:
                 await self.respond(msg, error=f"{self} does not take requests ({msg.get('command')!r}).")
-            elif _seq_of(msg) is None:  # found by the fuzz tests (#16): a list here ended the reader
+            elif seq_of(msg) is None:  # found by the fuzz tests (#16): a list here ended the reader
                 await self.respond(msg, error=f"A request's seq must be an integer, not {msg.get('seq')!r}.")
             else:
-                self._unanswered[_seq_of(msg)] = msg
+                self._unanswered[seq_of(msg)] = msg
                 self._requests.put_nowait(msg)
         else:
             log.debug("%s: ignoring a message of type %r", self, kind)
@@ -219,7 +198,7 @@ class DapChannel:
             except Exception as exc:  # noqa: BLE001 - answer the client, keep the session
                 log.exception("%s: handling %r failed", self, command)
                 keep = True
-                if _seq_of(request) in self._unanswered:
+                if seq_of(request) in self._unanswered:
                     await self.respond(request, error=f"{command} failed: {type(exc).__name__}: {exc}")
             if keep is False:
                 await self.close(f"ended after {command!r}")
@@ -304,7 +283,7 @@ class DapChannel:
             )
         elif body is not None:
             msg["body"] = body
-        self._unanswered.pop(_seq_of(request), None)
+        self._unanswered.pop(seq_of(request), None)
         return await self._send_quietly(msg, answer=True)
 
     async def event(self, event: str, body: dict | None = None) -> bool:

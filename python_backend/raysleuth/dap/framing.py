@@ -58,3 +58,9 @@ async def read_message(reader: asyncio.StreamReader) -> dict | None:
     if not isinstance(message, dict):
         raise FramingError("message body is not a JSON object")
     return message
+
+
+def seq_of(msg: dict, key: str = "seq") -> int | None:
+    """A message's `seq` (or `request_seq`) when it is an integer, as DAP says; else None."""
+    seq = msg.get(key, 0)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None

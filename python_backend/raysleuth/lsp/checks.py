@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import bisect
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from raysleuth.lsp.findings import Analysis, Finding, Fix
 from raysleuth.lsp.patterns import (
     blocks,
     debugger_import,
@@ -22,7 +23,6 @@ from raysleuth.lsp.patterns import (
     statement_header,
 )
 from raysleuth.lsp.remotes import (
-    RemoteDef,
     find_remote_defs,
     handed_to_remote,
     is_task_call,
@@ -31,6 +31,8 @@ from raysleuth.lsp.remotes import (
     remote_aliases,
 )
 from raysleuth.lsp.source import Edit, Source, Span, dotted
+
+__all__ = ["Analysis", "Finding", "Fix", "analyze", "check_part", "parse_part"]
 
 LEFTOVER = "leftover-breakpoint"
 GET_IN_LOOP = "ray-get-in-loop"
@@ -45,34 +47,6 @@ DEBUGGER_CALLS = {
     "ray.util.pdb.set_trace": "ray.util.pdb.set_trace()",
     "debugpy.breakpoint": "debugpy.breakpoint()",
 }
-
-
-@dataclass(frozen=True)
-class Fix:
-    """A quick fix: text edits, and maybe a cluster breakpoint to set at `breakpoint_line`."""
-
-    title: str
-    edits: tuple[Edit, ...]
-    breakpoint_line: int | None = None
-    #: 1-based line, after the edits, where a cluster breakpoint replaces the removed call.
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    message: str
-    span: Span
-    severity: str = "warning"
-    #: "warning" or "information".
-    fix: Fix | None = None
-
-
-@dataclass
-class Analysis:
-    """What one version of a document holds: its remote definitions and its findings."""
-
-    defs: list[RemoteDef] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
 
 
 HOT_WORDS = ("ray.get", "remote(", "breakpoint", "set_trace")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from raysleuth.errors import SleuthError
-from raysleuth.lsp.checks import Finding
+from raysleuth.lsp.findings import Finding
 from raysleuth.lsp.source import Source, Span
 from raysleuth.lsp.unbounded import unbounded_reason
 from raysleuth.model.point import log_expressions

@@ -16,7 +16,7 @@ from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from raysleuth.lsp.checks import Analysis, Finding
+from raysleuth.lsp.findings import Analysis, Finding
 from raysleuth.lsp.incremental import IncrementalAnalyzer
 from raysleuth.lsp.live import BrokerOptions, LiveCluster
 from raysleuth.lsp.points import breakpoint_findings

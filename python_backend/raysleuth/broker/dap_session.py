@@ -1,0 +1,362 @@
+"""One debug session of the DAP front door: the broker answers `initialize` itself; `attach
+{token, worker | rank | crash}` leases the worker's link (one debugpy connection per worker) or
+replays a crash record, and from then on requests and events pass through, with paths mapped.
+Ending a session leaves the worker running and its link open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from raysleuth.broker import rayframes
+from raysleuth.broker.auth import check_bearer
+from raysleuth.broker.dap_scopes import merge_scoped, scope_breakpoints
+from raysleuth.broker.targets import resolve_target
+from raysleuth.dap.channel import DapChannel
+from raysleuth.dap.paths import PathMapper
+from raysleuth.errors import SleuthError
+from raysleuth.model.worker import Worker
+
+if TYPE_CHECKING:
+    from raysleuth.broker.agents import Agents
+    from raysleuth.broker.crashes import CrashStore
+    from raysleuth.broker.leases import LinkLeases
+    from raysleuth.broker.table import WorkerTable
+
+
+class Door(Protocol):
+    """What a session needs of its front door (dap_front.DapFrontDoor): the broker's services."""
+
+    token: str
+    table: WorkerTable
+    leases: LinkLeases
+    crashes: CrashStore
+    agents: Agents
+
+
+log = logging.getLogger(__name__)
+
+HELD_REPORT_WAIT_S = 5.0
+"""How long attach {crash} waits for a held worker's report after its record came first."""
+
+CAPABILITIES = {
+    "supportsConfigurationDoneRequest": True,
+    "supportsConditionalBreakpoints": True,
+    "supportsHitConditionalBreakpoints": True,
+    "supportsLogPoints": True,
+    "supportsEvaluateForHovers": True,
+    "supportsSetVariable": True,
+    "supportsSetExpression": True,
+    "supportsFunctionBreakpoints": True,
+    "supportsDelayedStackTraceLoading": True,
+    "supportsExceptionInfoRequest": True,
+    "supportsValueFormattingOptions": True,
+    "supportsTerminateRequest": True,
+    "supportTerminateDebuggee": False,
+    "supportsGotoTargetsRequest": True,
+    "supportsClipboardContext": True,
+    "supportsStepInTargetsRequest": True,
+    "exceptionBreakpointFilters": [
+        {"filter": "raised", "label": "Raised Exceptions", "default": False},
+        {"filter": "uncaught", "label": "Uncaught Exceptions", "default": True},
+    ],
+}
+"""What the broker announces before it knows the worker: debugpy's usual set."""
+
+
+class DapSession:
+    """One client connection on the front door. `str()` names it: `DapSession[3 rank=2]`."""
+
+    _next_id = 0
+
+    def __init__(self, door: Door, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        DapSession._next_id += 1
+        self.id = DapSession._next_id
+        self.door = door
+        self.channel = DapChannel(reader, writer, name=self, on_request=self.on_request, queue_events=False)
+        """The client's connection: requests come to `on_request`, answers go back through it."""
+        self.link = None
+        self.paths = PathMapper()
+        self.breakpoint_sources: set[str] = set()
+        """Worker-side paths this session set breakpoints in (cleared when it ends)."""
+        self.configured = False
+        self.replay = None
+        """A read-only session over a stored crash record (attach {crash})."""
+        self._tasks: set[asyncio.Task] = set()
+        self.client_progress = False
+        """The client shows DAP progress events (VS Code): attach steps go there, not to the
+        Debug Console."""
+        self._progress_id: str | None = None
+        self.attached = asyncio.Event()
+        """Set once an attach (to a worker, or to a crash record) was accepted."""
+
+    def __str__(self) -> str:
+        rank = self.link.worker.rank if self.link else None
+        return f"DapSession[{self.id} rank={rank}]"
+
+    # --- sending ----------------------------------------------------------------------------
+
+    async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> None:
+        await self.channel.respond(request, body, error)
+
+    async def event(self, event: str, body: dict | None = None) -> None:
+        await self.channel.event(event, body)
+
+    async def output(self, text: str, category: str = "console") -> None:
+        await self.event("output", {"category": category, "output": text.rstrip("\n") + "\n"})
+
+    def forward_event(self, msg: dict) -> None:
+        """An event from the worker's debugpy, for this session's client."""
+        body = self.paths.map_message(dict(msg.get("body") or {}), to_remote=False)
+        self._spawn(self.event(msg.get("event"), body))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # --- requests the broker answers itself -------------------------------------------------
+
+    async def initialize_request(self, request: dict) -> bool:
+        self.client_progress = bool((request.get("arguments") or {}).get("supportsProgressReporting"))
+        await self.respond(request, CAPABILITIES)
+        return True
+
+    async def attach_request(self, request: dict) -> bool:
+        args = request.get("arguments") or {}
+        token = args.get("token")
+        if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.door.token):
+            await self.respond(
+                request,
+                error=(
+                    "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
+                    "the file `token` of the broker's state dir (readable by its user only)."
+                ),
+            )
+            return True
+        if self.link is not None:
+            await self.respond(request, error="Ray Sleuth: this session is attached already.")
+            return True
+        if args.get("crash") is not None and await self._attach_crash(request, args):
+            return True
+        try:
+            worker = resolve_target(self.door.table.workers(), args)
+            mappings = list(args.get("pathMappings") or [])
+            try:
+                self.link = await self.door.leases.lease(worker, self, progress=self._progress)
+            finally:
+                await self._progress_end()
+            if not mappings and isinstance(args.get("localRoot"), str):
+                from raysleuth.broker.pathmap import auto_mapping
+
+                mappings = await auto_mapping(self.door.agents, worker, args["localRoot"])
+                for m in mappings:
+                    await self.output(f"Ray Sleuth: mapping {m['localRoot']} ↔ worker's {m['remoteRoot']}")
+            self.paths = PathMapper(mappings)
+        except SleuthError as exc:
+            await self.respond(
+                request, error=f"Ray Sleuth: {exc.message}" + (f" {exc.hint}" if exc.hint else "")
+            )
+            return True
+        await self.respond(request)
+        self.attached.set()
+        await self.event("initialized")
+        return True
+
+    async def _attach_crash(self, request: dict, args: dict) -> bool:
+        """attach {crash}: the live worker while it is held for this crash, else a replay.
+
+        True when answered here; False to attach live to the held worker (args gets `worker`).
+        """
+        from raysleuth.broker.replay import Replay
+
+        crash_id = str(args["crash"])
+        rec = self.door.crashes.get(crash_id)
+        if rec is None:
+            await self.respond(
+                request,
+                error=f"Ray Sleuth: no crash record {crash_id}. List them with `raysleuth crashes`.",
+            )
+            return True
+        held = await self._held_worker(crash_id, rec)
+        if held is not None:
+            args["worker"] = held.id
+            return False
+        live = any(w.id == rec.worker_id and w.state != "exited" for w in self.door.table.workers())
+        self.replay = Replay(rec, worker_live=live)
+        self.paths = PathMapper(list(args.get("pathMappings") or []))
+        await self.respond(request)
+        self.attached.set()
+        await self.output(
+            f"Ray Sleuth: crash {crash_id} ({self.replay.description()[:200]}) — "
+            + ("the worker ran on after it; " if live else "the worker is gone; ")
+            + "this is a read-only replay of the stored stack and locals."
+        )
+        await self.event("initialized")
+        return True
+
+    async def _held_worker(self, crash_id: str, rec) -> Worker | None:
+        """The worker held for this crash, if it is. A record that says it is held may come a
+        moment before the worker's own report does (a client that attaches on the `crash` event):
+        wait for that report, up to HELD_REPORT_WAIT_S, before taking the worker for gone."""
+
+        def find():
+            return next(
+                (
+                    w
+                    for w in self.door.table.workers()
+                    if w.state == "crashed" and w.crash == crash_id and w.agent
+                ),
+                None,
+            )
+
+        held = find()
+        held_until = rec.held_until or 0
+        deadline = time.monotonic() + HELD_REPORT_WAIT_S
+        while held is None and held_until > time.time() and time.monotonic() < deadline:
+            wid = rec.worker_id
+            if any(w.id == wid and w.state == "exited" for w in self.door.table.workers()):
+                break
+            await asyncio.sleep(0.05)
+            held = find()
+        return held
+
+    async def _replay_answer(self, request: dict) -> None:
+        args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        try:
+            body, error = self.replay.answer(request.get("command"), args)
+        except (TypeError, ValueError) as exc:
+            body, error = None, f"Ray Sleuth: bad arguments: {exc}"
+        if error is not None:
+            await self.respond(request, error=error)
+        else:
+            await self.respond(request, self.paths.map_message(body, to_remote=False))
+
+    async def _progress(self, text: str) -> None:
+        """One step of a long attach: a progress notification where the client shows them,
+        else a line in its console."""
+        if not self.client_progress:
+            await self.output(f"Ray Sleuth: {text}")
+        elif self._progress_id is None:
+            self._progress_id = f"raysleuth-attach-{self.id}"
+            await self.event(
+                "progressStart", {"progressId": self._progress_id, "title": "Ray Sleuth", "message": text}
+            )
+        else:
+            await self.event("progressUpdate", {"progressId": self._progress_id, "message": text})
+
+    async def _progress_end(self) -> None:
+        await asyncio.sleep(0)  # steps already scheduled go out first
+        if self._progress_id is not None:
+            await self.event("progressEnd", {"progressId": self._progress_id})
+            self._progress_id = None
+
+    async def configurationDone_request(self, request: dict) -> bool:
+        await self.respond(request)
+        self.configured = True
+        if self.replay is not None:
+            await self.event("stopped", self.replay.stopped_event())
+        if self.link is not None:
+            # The worker may have stopped before this client came: say where, as debugpy won't.
+            for tid, body in list(self.link.stopped.items()):
+                await self.event(
+                    "stopped",
+                    {
+                        "reason": body.get("reason", "pause"),
+                        "threadId": tid,
+                        "allThreadsStopped": body.get("allThreadsStopped", True),
+                        "description": body.get("description"),
+                    },
+                )
+        return True
+
+    async def disconnect_request(self, request: dict) -> bool:
+        await self.release()
+        await self.respond(request)
+        return False
+
+    async def terminate_request(self, request: dict) -> bool:
+        # Ending a session never ends the worker: the job goes on.
+        await self.release()
+        await self.respond(request)
+        await self.event("terminated")
+        return True
+
+    # --- pass-through -----------------------------------------------------------------------
+
+    async def forward(self, request: dict) -> None:
+        command = request.get("command")
+        args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        kept = None
+        if command == "setBreakpoints":
+            path = (args.get("source") or {}).get("path")
+            if path:
+                self.breakpoint_sources.add(path)
+            args, kept = scope_breakpoints(args, self.link.worker)
+        try:
+            resp = await self.link.request(command, args)
+        except SleuthError as exc:
+            await self.respond(request, error=f"Ray Sleuth: {exc.message}")
+            return
+        except asyncio.TimeoutError:
+            await self.respond(request, error=f"Ray Sleuth: the worker did not answer '{command}' in time.")
+            return
+        body = self.paths.map_message(resp.get("body") or {}, to_remote=False)
+        if resp.get("success", False):
+            body = rayframes.tidy(command, body)  # Ray's executor frames dimmed (issue #13)
+        if kept is not None and resp.get("success", False):
+            body = dict(body, breakpoints=merge_scoped(kept, body.get("breakpoints") or []))
+        if resp.get("success", False):
+            await self.respond(request, body)
+        else:
+            await self.respond(request, body, error=resp.get("message") or "failed")
+
+    async def release(self) -> None:
+        """End this session's lease: its breakpoints go, a stopped worker runs on."""
+        link, self.link = self.link, None
+        if link is None:
+            return
+        await self.door.leases.release(link, self)
+
+    async def link_closed(self, link) -> None:
+        """The worker's debugger went away (the worker exited or was killed)."""
+        if link is not self.link:
+            return
+        self.link = None
+        cause = await self.door.leases.describe_exit(link.worker_id)
+        await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
+        await self.event("terminated")
+
+    async def on_request(self, request: dict) -> bool:
+        """One request from the client, in arrival order; False ends the session."""
+        command = request.get("command")
+        handler = getattr(self, f"{command}_request", None)
+        if handler is not None and isinstance(request.get("arguments") or {}, dict):
+            return await handler(request)
+        if not isinstance(request.get("arguments") or {}, dict):  # found by the fuzz tests (#16)
+            await self.respond(request, error=f"Ray Sleuth: {command}'s arguments must be a JSON object.")
+        elif self.replay is not None:
+            await self._replay_answer(request)
+        elif self.link is None:
+            await self.respond(
+                request,
+                error=(
+                    f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
+                    "{token, worker} or {token, rank} first."
+                ),
+            )
+        else:
+            # Sent in order, answered as they come: a slow evaluate blocks nothing.
+            self._spawn(self.forward(request))
+            await asyncio.sleep(0)
+        return True
+
+    async def run(self) -> None:
+        try:
+            reason = await self.channel.run()
+            log.info("%s ended: %s", self, reason)
+        finally:
+            await self.release()
