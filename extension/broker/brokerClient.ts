@@ -5,10 +5,9 @@
 // mocha tests and in the extension host. It never shows anything.
 import { createHmac, randomBytes, timingSafeEqual } from "crypto";
 import { EventEmitter } from "events";
-import { createParser } from "eventsource-parser";
-import { formatRanks } from "../common/ranks";
+import { BrokerError, fetchError, statusError } from "./brokerErrors";
+import { readEventStream, stacksQueryString } from "./brokerWire";
 import {
-  BrokerErrorBody,
   BrokerSettings,
   BrokerStatus,
   ClusterBreakpoint,
@@ -31,23 +30,8 @@ import {
   WorkerSelector,
 } from "./types";
 
-export type BrokerErrorKind = "refused" | "unauthorized" | "http" | "timeout" | "network" | "protocol";
-
-/** A failed broker call; `message` says what failed and what to do next. */
-export class BrokerError extends Error {
-  constructor(
-    readonly kind: BrokerErrorKind,
-    message: string,
-    readonly url: string,
-    readonly status?: number,
-    readonly hint?: string,
-    /** The broker's own `error` text, without the what-failed framing of `message`. */
-    readonly brokerError?: string,
-  ) {
-    super(message);
-    this.name = "BrokerError";
-  }
-}
+export { BrokerError, type BrokerErrorKind } from "./brokerErrors";
+export { readEventStream, stacksQueryString } from "./brokerWire";
 
 export type StreamState = "connecting" | "open" | "closed";
 
@@ -78,41 +62,6 @@ interface ClientEvents {
   streamState: [StreamState];
   streamError: [BrokerError];
   streamEvent: [StreamEvent];
-}
-
-/**
- * Feeds a text/event-stream body to `onEvent` as (event, data) pairs; resolves
- * when the body ends. The SSE grammar is eventsource-parser's.
- */
-export async function readEventStream(body: AsyncIterable<Uint8Array>, onEvent: (event: string, data: string) => void): Promise<void> {
-  const parser = createParser({ onEvent: (m) => onEvent(m.event ?? "message", m.data) });
-  const decoder = new TextDecoder();
-  for await (const chunk of body) {
-    parser.feed(decoder.decode(chunk, { stream: true }));
-  }
-  parser.feed(decoder.decode());
-}
-
-/** The query string of `GET /v1/stacks` ("" when the query selects every worker). */
-export function stacksQueryString(query: StacksQuery = {}): string {
-  const params = new URLSearchParams();
-  if (query.job) {
-    params.set("job", query.job);
-  }
-  if (query.ranks?.length) {
-    params.set("ranks", formatRanks(query.ranks));
-  }
-  if (query.workers?.length) {
-    params.set("workers", query.workers.join(","));
-  }
-  if (query.native) {
-    params.set("native", "1");
-  }
-  if (query.timeout !== undefined) {
-    params.set("timeout", String(query.timeout));
-  }
-  const text = params.toString();
-  return text ? `?${text}` : "";
 }
 
 export class BrokerClient {
@@ -277,7 +226,7 @@ export class BrokerClient {
       status = res.status;
       text = await res.text();
     } catch (err) {
-      throw this.fetchError(err, "GET /v1/hello");
+      throw fetchError(this.url, this.timeoutMs, err, "GET /v1/hello");
     }
     let proof: unknown;
     try {
@@ -322,10 +271,10 @@ export class BrokerClient {
       if (!(err instanceof BrokerError)) {
         this.proven = undefined; // the connection failed: whoever answers next proves itself again
       }
-      throw this.fetchError(err, what);
+      throw fetchError(this.url, this.timeoutMs, err, what);
     }
     if (status < 200 || status >= 300) {
-      throw this.statusError(status, text, what);
+      throw statusError(this.url, status, text, what);
     }
     try {
       return JSON.parse(text) as T;
@@ -381,7 +330,7 @@ export class BrokerClient {
         signal: abort.signal,
       });
       if (res.status !== 200 || !res.body) {
-        failure = this.statusError(res.status, await res.text(), what);
+        failure = statusError(this.url, res.status, await res.text(), what);
       } else {
         this.backoffMs = this.minBackoffMs;
         this.setStreamState("open");
@@ -389,7 +338,7 @@ export class BrokerClient {
         failure = new BrokerError("network", `The broker at ${this.url} closed the event stream; reconnecting.`, this.url);
       }
     } catch (err) {
-      failure = this.fetchError(err, what);
+      failure = fetchError(this.url, this.timeoutMs, err, what);
     }
     if (abort.signal.aborted || abort !== this.streamAbort) {
       return; // stopped on purpose, or a newer connection took over
@@ -442,55 +391,5 @@ export class BrokerClient {
   private authHeaders(): Record<string, string> {
     // The broker's log names who changed the cluster set: this window, by its process id.
     return { Authorization: `Bearer ${this.token}`, "User-Agent": `raysleuth-vscode (pid ${process.pid})` };
-  }
-
-  private statusError(status: number, text: string, what: string): BrokerError {
-    let body: Partial<BrokerErrorBody> = {};
-    try {
-      const parsed: unknown = JSON.parse(text);
-      if (parsed && typeof parsed === "object") {
-        body = parsed as Partial<BrokerErrorBody>;
-      }
-    } catch {
-      body = { error: text.trim().slice(0, 200) || undefined };
-    }
-    const detail = [body.error, body.hint].filter(Boolean).join(" ");
-    if (status === 401) {
-      return new BrokerError(
-        "unauthorized",
-        `The broker at ${this.url} rejected the token (401 Unauthorized)${detail ? `: ${detail}` : "."} ` +
-          `Check raySleuth.tokenFile or RAYSLEUTH_TOKEN, or the token_file named in broker.json.`,
-        this.url,
-        status,
-        body.hint,
-        body.error,
-      );
-    }
-    return new BrokerError("http", `Broker ${what} at ${this.url} failed (${status})${detail ? `: ${detail}` : "."}`, this.url, status, body.hint, body.error);
-  }
-
-  /** What went wrong before an HTTP status came back: fetch's TypeError carries the socket's error as its cause. */
-  private fetchError(err: unknown, what: string): BrokerError {
-    if (err instanceof BrokerError) {
-      return err;
-    }
-    const e = err as Error & { cause?: Error & { code?: string; errors?: { code?: string }[] } };
-    if (e?.name === "TimeoutError") {
-      return new BrokerError("timeout", `The broker at ${this.url} did not answer ${what} within ${this.timeoutMs / 1000} s. Check that it is running ("raysleuth doctor").`, this.url);
-    }
-    // A name with several addresses (localhost) fails as an AggregateError of one error per address.
-    const code = e?.cause?.code ?? e?.cause?.errors?.[0]?.code;
-    if (code === "ECONNREFUSED") {
-      return new BrokerError(
-        "refused",
-        `Cannot reach the broker at ${this.url} (connection refused). Start it with "raysleuth broker" or set raySleuth.brokerAddress.`,
-        this.url,
-      );
-    }
-    if (code === "ERR_INVALID_URL" || (e instanceof TypeError && /URL/.test(e.message) && !e.cause?.code)) {
-      return new BrokerError("protocol", `Invalid broker address ${this.url}: ${e.message}. Check raySleuth.brokerAddress.`, this.url);
-    }
-    const detail = e?.cause?.message ? `${e.message} (${e.cause.message})` : String(e?.message ?? err);
-    return new BrokerError("network", `Broker ${what} at ${this.url} failed: ${detail}. Check that the broker runs ("raysleuth doctor").`, this.url);
   }
 }

@@ -36,10 +36,13 @@ const room = (mod: string) => (mod.includes("/") ? mod.split("/")[0] : "(top)");
 /** Modules with no vscode import: they run under plain mocha (and are tested there). */
 const PURE = [
   "broker/brokerClient",
+  "broker/brokerErrors",
+  "broker/brokerWire",
   "broker/brokerLocator",
   "broker/brokerProcess",
   "broker/types",
   "broker/telemetryTypes",
+  "broker/stacksTypes",
   "broker/telemetryClient",
   "common/ranks",
   "cluster/statusText",
@@ -174,5 +177,13 @@ describe("Extension rooms", () => {
       visit(mod, []);
     }
     assert.deepStrictEqual(cycles, []);
+  });
+
+  it("keeps every module at 400 lines or fewer", () => {
+    const big = [...graph.keys()]
+      .map((mod) => [mod, fs.readFileSync(path.join(SRC, `${mod}.ts`), "utf8").split("\n").length] as const)
+      .filter(([, lines]) => lines > 400)
+      .map(([mod, lines]) => `${mod}: ${lines} lines`);
+    assert.deepStrictEqual(big, []);
   });
 });
