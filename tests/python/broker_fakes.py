@@ -107,3 +107,14 @@ class FakeTable:
 
     def ray_record(self, wid):
         return self.ray_records.get(wid)
+
+
+def services(token: str, table, **given):
+    """The HTTP layer's `Services` for a test: the token, a table and what the test passes; the
+    services it does not use are None (a route that needs one answers 500, which no test asks)."""
+    from raysleuth.broker.events import EventHub
+    from raysleuth.broker.http_api import Services
+
+    names = [f for f in Services.__dataclass_fields__ if f not in ("token", "table")]
+    base = {name: None for name in names} | {"token_file": "/state/token", "hub": EventHub(), "status": dict}
+    return Services(token=token, table=table, **(base | given))

@@ -215,10 +215,22 @@ class Broker:
             self.table.recompute()
 
         services = Services(
-            self.token, self.token_file, self.hub, self.table, self.status, self.points,
-            self.timeline, self.crashes, self.gpu, self.control, self.doctor, self.stacks,
-            WorkerLogs(self.table, self.relays), self.allstop, inspections=self.inspect,
-        )  # fmt: skip
+            token=self.token,
+            token_file=self.token_file,
+            hub=self.hub,
+            table=self.table,
+            status=self.status,
+            points=self.points,
+            timeline=self.timeline,
+            crashes=self.crashes,
+            gpu=self.gpu,
+            control=self.control,
+            doctor=self.doctor,
+            stacks=self.stacks,
+            worker_logs=WorkerLogs(self.table, self.relays),
+            settings=self.allstop,
+            inspections=self.inspect,
+        )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
         door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -22,6 +23,20 @@ from raysleuth.errors import BadRequest, NotFound, SleuthError
 from raysleuth.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
 from raysleuth.model.point import parse_owner
 from raysleuth.proof import HELLO_PATH, NONCE, proof
+
+if TYPE_CHECKING:
+    from raysleuth.broker.allstop import AllStop
+    from raysleuth.broker.control import Control
+    from raysleuth.broker.crashes import CrashStore
+    from raysleuth.broker.diagnose import Doctor
+    from raysleuth.broker.events import EventHub
+    from raysleuth.broker.gpu import GpuHistory
+    from raysleuth.broker.inspect import Inspections
+    from raysleuth.broker.points import PointService
+    from raysleuth.broker.stacks import StacksService
+    from raysleuth.broker.table import WorkerTable
+    from raysleuth.broker.timeline import Timeline
+    from raysleuth.broker.worker_logs import WorkerLogs
 
 log = logging.getLogger(__name__)
 
@@ -41,37 +56,32 @@ def _error(status: int, message: str, hint: str | None) -> web.Response:
     return web.json_response({"error": message, "hint": hint}, status=status)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Services:
-    """What the HTTP layer reads: the broker's services, built by `broker/app.py`."""
+    """What the HTTP layer reads: the broker's services, built by `broker/app.py` (tests pass
+    fakes for the ones they use and None for the rest)."""
 
     token: str
     token_file: Path | str
-    hub: object
-    #: EventHub: the stream's events.
-    table: object
-    #: WorkerTable: workers and nodes.
+    hub: EventHub
+    table: WorkerTable
     status: Callable[[], dict]
-    points: object = None
-    #: PointService: the cluster's breakpoints and snapshot points.
-    timeline: object = None
-    #: Timeline: events and logpoint lines.
-    crashes: object = None
-    #: CrashStore.
-    gpu: object = None
-    #: GpuHistory.
-    control: object = None
-    #: Control: evaluate, continue, pause.
-    doctor: object = None
-    #: Doctor.
-    stacks: object = None
-    #: StacksService: the hang radar and its watch mode.
-    worker_logs: object = None
-    #: WorkerLogs: a worker's stdout/stderr through its node's relay.
-    settings: object = None
-    #: AllStop: the broker's settings (all-stop per job).
-    inspections: object = None
-    #: Inspections: raysleuth.inspect() rows of every rank, flagged.
+    points: PointService
+    timeline: Timeline
+    #: Events and logpoint lines.
+    crashes: CrashStore
+    gpu: GpuHistory
+    control: Control
+    #: Evaluate, continue, pause.
+    doctor: Doctor
+    stacks: StacksService
+    #: The hang radar and its watch mode.
+    worker_logs: WorkerLogs
+    #: A worker's stdout/stderr through its node's relay.
+    settings: AllStop
+    #: The broker's settings (all-stop per job).
+    inspections: Inspections
+    #: raysleuth.inspect() rows of every rank, flagged.
 
 
 def make_app(svc: Services) -> web.Application:

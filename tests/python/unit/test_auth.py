@@ -6,10 +6,10 @@ import stat
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from broker_fakes import services
 
 from raysleuth.broker.auth import check_bearer, load_or_create_token
-from raysleuth.broker.events import EventHub
-from raysleuth.broker.http_api import Services, make_app
+from raysleuth.broker.http_api import make_app
 from raysleuth.errors import SleuthError
 
 
@@ -89,7 +89,7 @@ class FakeTable:
 
 @pytest.fixture
 async def client():
-    c = TestClient(TestServer(make_app(Services("s3cret", "/state/token", EventHub(), FakeTable(), dict))))
+    c = TestClient(TestServer(make_app(services("s3cret", FakeTable()))))
     await c.start_server()
     yield c
     await c.close()

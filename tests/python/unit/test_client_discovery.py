@@ -18,9 +18,9 @@ import threading
 
 import pytest
 from aiohttp import web
+from broker_fakes import services
 
-from raysleuth.broker.events import EventHub
-from raysleuth.broker.http_api import Services, make_app
+from raysleuth.broker.http_api import make_app
 from raysleuth.client import BrokerClient
 from raysleuth.errors import BrokerUnreachable, SleuthError
 
@@ -36,7 +36,7 @@ class Table:
 def broker_app(token: str = TOKEN):
     """The broker's real HTTP app on a loopback port, in a thread of its own."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(Services(token, "/state/token", EventHub(), Table(), dict)))
+    runner = web.AppRunner(make_app(services(token, Table())))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

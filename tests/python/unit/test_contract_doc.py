@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from raysleuth.broker.events import EventHub
-from raysleuth.broker.http_api import Services, make_app
+from broker_fakes import services
+
+from raysleuth.broker.http_api import make_app
 from raysleuth.proof import HELLO_PATH
 
 CONTRACT = Path(__file__).resolve().parents[3] / "docs" / "contract.md"
@@ -15,7 +16,7 @@ ROW = re.compile(r"^\| `(GET|PUT|POST|DELETE) (/v1/[^`?\s]*)`", re.M)
 
 
 def served() -> set[tuple[str, str]]:
-    app = make_app(Services("t" * 32, "/state/token", EventHub(), object(), dict))
+    app = make_app(services("t" * 32, object()))
     routes = {(r.method, r.resource.canonical) for r in app.router.routes() if r.method != "HEAD"}
     return routes | {("GET", HELLO_PATH)}  # answered by the middleware, before the router
 

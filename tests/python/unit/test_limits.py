@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from broker_fakes import FakeAgents
+from broker_fakes import FakeAgents, services
 
 from raysleuth import limits
 from raysleuth.broker.control import Control
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.http_api import Services, make_app
+from raysleuth.broker.http_api import make_app
 from raysleuth.broker.inbox import cut_line
 from raysleuth.broker.points import PointService, PointSet
 
@@ -34,9 +34,7 @@ class Table:
 async def client(tmp_path):
     hub = EventHub()
     points = PointService(PointSet(tmp_path), FakeAgents(), hub, lambda: [], lambda: set())
-    svc = Services(
-        TOKEN, tmp_path / "token", hub, Table(), dict, points=points, control=Control(Table(), None, None)
-    )
+    svc = services(TOKEN, Table(), hub=hub, points=points, control=Control(Table(), None, None))
     c = TestClient(TestServer(make_app(svc)))
     await c.start_server()
     yield c
