@@ -1,4 +1,5 @@
-"""A small synchronous client of the broker's HTTP API, for the CLI, the demo and scripts.
+"""The synchronous client of the broker's HTTP API and event stream, for the CLI, the demo, the
+benchmarks and the tests (the language server follows the stream with aiohttp, in lsp/live.py).
 
 Finds the broker from `--broker URL`, else RAYSLEUTH_BROKER, else `<state dir>/broker.json`;
 the token from RAYSLEUTH_TOKEN, else the state dir's token file; sends the token only to a
@@ -111,6 +112,26 @@ class BrokerClient:
 
     def get(self, path: str):
         return self.request("GET", path)
+
+    def events(self, names=None, timeout: float = 60.0):
+        """(event, data) pairs from the broker's event stream (`/v1/stream`), those in `names`
+        (all when None), until the stream ends or stays silent for `timeout` s (TimeoutError)."""
+        req = urllib.request.Request(
+            self.url + "/v1/stream",
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream", **self._agent()},
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            event, data = None, []
+            for raw in resp:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line:
+                    if event and data and (names is None or event in names):
+                        yield event, json.loads("\n".join(data))
+                    event, data = None, []
 
     def workers(self) -> list[dict]:
         return self.get("/v1/workers")

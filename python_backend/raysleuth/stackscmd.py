@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.request
 from urllib.parse import urlencode
 
 STREAM_TIMEOUT_S = 60.0
@@ -64,7 +63,7 @@ def watch(client, args, out) -> int:
         flush=True,
     )
     try:
-        for event, data in stream(client):
+        for event, data in client.events(("stacks", "hang"), STREAM_TIMEOUT_S):
             if args.json:
                 print(json.dumps({"event": event, "data": data}), file=out, flush=True)
             elif event == "stacks":
@@ -79,23 +78,3 @@ def watch(client, args, out) -> int:
         elif (was.get("interval"), was.get("samples")) != (status["interval"], status["samples"]):
             client.put("/v1/stacks/watch", {"interval": was["interval"], "samples": was["samples"]})
     return 0
-
-
-def stream(client, events=("stacks", "hang")):
-    """(event, data) pairs of the broker's server-sent events named in `events`."""
-    req = urllib.request.Request(
-        client.url + "/v1/stream",
-        headers={"Authorization": f"Bearer {client.token}", "Accept": "text/event-stream"},
-    )
-    with urllib.request.urlopen(req, timeout=STREAM_TIMEOUT_S) as resp:
-        event, data = None, []
-        for raw in resp:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-            elif not line:
-                if event in events and data:
-                    yield event, json.loads("\n".join(data))
-                event, data = None, []

@@ -18,8 +18,6 @@ import pytest
 import ray
 from helpers import FIXTURES, free_port, marker_line, wait_until
 
-from raysleuth.stackscmd import stream
-
 FIXTURE = FIXTURES / "hang_job.py"
 
 
@@ -222,7 +220,7 @@ def test_watch_raises_one_hang_for_a_stuck_job_and_none_for_one_that_progresses(
         assert mine[0]["samples"] == 5 and "hang_job.py" in mine[0]["text"]
         status = client.get("/v1/stacks/watch")
         assert status["cost_ms"] is not None and status["cost_ms"] < 5000 and status["error"] is None
-        samples = stream(client, events=("stacks",))  # what `raysleuth stacks --watch` reads
+        samples = client.events(("stacks",))  # what `raysleuth stacks --watch` reads
         try:
             event, data = next(samples)
         finally:

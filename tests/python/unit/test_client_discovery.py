@@ -33,10 +33,10 @@ class Table:
 
 
 @contextlib.contextmanager
-def broker_app(token: str = TOKEN):
+def broker_app(token: str = TOKEN, hub=None):
     """The broker's real HTTP app on a loopback port, in a thread of its own."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(services(token, Table())))
+    runner = web.AppRunner(make_app(services(token, Table(), **({"hub": hub} if hub else {}))))
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())
@@ -44,7 +44,7 @@ def broker_app(token: str = TOKEN):
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield (f"http://127.0.0.1:{port}", loop) if hub else f"http://127.0.0.1:{port}"
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
@@ -233,3 +233,17 @@ def test_a_squatter_run_by_another_user_on_a_stale_brokers_port_gets_no_token(tm
         os.killpg(squat.pid, signal.SIGKILL)  # runuser and the squatter it started
         seen = squat.communicate(timeout=10)[0]
     assert "User-Agent" in seen and "Authorization" not in seen and TOKEN not in seen, seen
+
+
+def test_the_client_reads_the_event_stream_with_only_the_events_asked_for():
+    from raysleuth.broker.events import EventHub
+
+    hub = EventHub()
+    with broker_app(hub=hub) as (url, loop):
+        client = BrokerClient(url, TOKEN)
+        events = client.events(("workers", "hang"), timeout=10)
+        assert next(events) == ("workers", [{"id": "w1"}])  # the table, first, on every connect
+        loop.call_soon_threadsafe(hub.publish, "log", {"message": "not asked for"})
+        loop.call_soon_threadsafe(hub.publish, "hang", {"ranks": [3]})
+        assert next(events) == ("hang", {"ranks": [3]})
+        events.close()
