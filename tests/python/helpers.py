@@ -50,6 +50,23 @@ def short_temp_dir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
 
 
+@contextlib.contextmanager
+def ray_tmpdir(path: str):
+    """Ray's default temp dir (`$RAY_TMPDIR/ray`) for what runs inside: `ray.cluster_utils.Cluster`
+    writes the cluster's address to `<it>/ray_current_cluster` and fails where that folder does
+    not exist (a fresh machine has no /tmp/ray); ours exists, and no other user's Ray reads it."""
+    os.makedirs(os.path.join(path, "ray"), mode=0o700, exist_ok=True)
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = path
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+
+
 def free_port() -> int:
     """A port nothing listens on now (for Ray components that take no port 0)."""
     import socket

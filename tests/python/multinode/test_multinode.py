@@ -8,6 +8,7 @@ from helpers import (
     fatal_checks_in,
     free_port,
     pin_ray_env,
+    ray_tmpdir,
     short_temp_dir,
     wait_until,
 )
@@ -25,25 +26,25 @@ from raysleuth.client import BrokerClient  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    temp = short_temp_dir("rs-mn-")
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": True,
-            "node_ip_address": "127.0.0.1",
-            "temp_dir": temp,
-            "dashboard_port": free_port(),
-        },
-    )
-    c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-    c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
-    ray.shutdown()
-    c.shutdown()
+    with ray_tmpdir(short_temp_dir("rs-mn-")) as temp:
+        c = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": True,
+                "node_ip_address": "127.0.0.1",
+                "temp_dir": temp,
+                "dashboard_port": free_port(),
+            },
+        )
+        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        yield c
+        sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
+        ray.shutdown()
+        c.shutdown()
     assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 

@@ -20,6 +20,7 @@ from helpers import (
     free_port,
     marker_line,
     pin_ray_env,
+    ray_tmpdir,
     short_temp_dir,
     wait_until,
 )
@@ -42,7 +43,7 @@ STEP_LINE = marker_line(JOB, "step-loop")
 OUTAGE_S = 30.0
 
 
-def head_with_dashboard() -> Cluster:
+def head_with_dashboard(temp: str) -> Cluster:
     """A head whose dashboard has a port of its own (restarting it must give the same port).
     A free port can be taken by the head's own GCS before the dashboard binds it: try again."""
     for attempt in range(3):
@@ -53,7 +54,7 @@ def head_with_dashboard() -> Cluster:
                     "num_cpus": 1,
                     "include_dashboard": True,
                     "node_ip_address": "127.0.0.1",
-                    "temp_dir": short_temp_dir("rs-nl-"),
+                    "temp_dir": temp,
                     "dashboard_port": free_port(),
                 },
             )
@@ -65,14 +66,15 @@ def head_with_dashboard() -> Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = head_with_dashboard()
-    c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    yield c
-    sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
-    ray.shutdown()
-    c.shutdown()
+    with ray_tmpdir(short_temp_dir("rs-nl-")) as temp:
+        c = head_with_dashboard(temp)
+        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        yield c
+        sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
+        ray.shutdown()
+        c.shutdown()
     assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 
