@@ -1,16 +1,18 @@
-"""Benchmark: many short-lived workers with the agent on; does Ray abort any (#22), and how soon
-after its first task does each worker's agent reach the broker?
+"""Benchmark: many short-lived workers with the agent on; does Ray abort any (#22), and what does
+the agent add to each worker's first task?
 
 Runs on the interpreter that runs it. Half the rounds run in this driver's job, half in a job of
 their own with a job-level runtime_env (RAYSLEUTH=1 and a PYTHONPATH, as a user sets them). Each
 round starts 8 one-call tasks and 2 actors (killed after), each a new worker process that reports
-how long its first task waited. Prints one JSON line:
+what the agent added to its first task. Prints one JSON line:
   worker_starts       worker processes that ran a round's task or actor
   fatal_checks        fatal Ray checks (`] C ` lines) in the session's worker logs (target 0)
   registered          fraction of those workers whose agent reached the registry
-  first_task_wait_ms_median  how long a worker's first task waited for its agent to reach the
-  first_task_wait_ms_p95     broker and take the cluster's points (the price of registering only
-                             once a task began: before #22 no task waited, and some workers died)
+  first_task_ms_{median,p95}_{no_points,one_point}
+                      what the agent adds to a worker's first task: it reads the cluster's point
+                      set from Ray's KV and arms the modules that have points, so a point set
+                      before the job fires on the first call; half the workers start with no
+                      cluster point, half with one (in a file none of them loads)
 Set BENCH_WORKER_STARTS (default 100) for more.
 """
 
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
+import time
 
 import _common  # first: it pins Ray's env before ray is imported
 import ray
@@ -30,14 +32,17 @@ TASKS, ACTORS = 8, 2
 
 
 def registered_after() -> float | None:
-    """Seconds this worker's first task waited for its agent to reach the broker and take the
-    cluster's points (None: the agent never reached it)."""
+    """Seconds the agent added to this worker's first task (None: it never reached the broker)."""
     from raysleuth.agent import get_agent
 
     agent = get_agent()
-    if agent is None or agent.link.handle is None:
+    link = getattr(agent, "link", None)
+    t0 = time.monotonic()
+    while link is not None and link.handle is None and time.monotonic() - t0 < 10:
+        time.sleep(0.005)  # the agent registers from its own thread once the task began
+    if link is None or link.handle is None:
         return None
-    return agent.first_task_wait_s
+    return getattr(agent, "first_task_wait_s", 0.0)  # an agent from before #22 added nothing
 
 
 @ray.remote(num_cpus=0, max_calls=1)
@@ -75,31 +80,48 @@ def job(address: str, n: int) -> None:
 
 
 def main() -> None:
+    from raysleuth.client import BrokerClient
     from raysleuth.nodelogs import fatal_checks
 
-    n = max(2, STARTS // (TASKS + ACTORS))
+    n = max(4, STARTS // (TASKS + ACTORS))
     os.environ["RAYSLEUTH"] = "1"  # the raylet's workers inherit it: the agent in every worker
-    with _common.cluster_with_broker(num_cpus=4):
+    with _common.cluster_with_broker(num_cpus=4) as broker:
         address = ray.get_runtime_context().gcs_address
         logs = ray._private.worker.global_worker.node.get_logs_dir_path()
-        waits = rounds(n // 2)
         env = {k: v for k, v in os.environ.items() if k != "RAYSLEUTH"}
-        out = subprocess.run(
-            [sys.executable, __file__, "--job", address, str(n - n // 2)],
-            capture_output=True, text=True, env=env, check=True,
-        )  # fmt: skip
-        waits += json.loads(out.stdout.strip().splitlines()[-1])
+
+        def phase(rounds_here: int) -> list:
+            """Half the rounds in this driver's job, half in a job of its own."""
+            waits = rounds(rounds_here // 2)
+            out = subprocess.run(
+                [sys.executable, __file__, "--job", address, str(rounds_here - rounds_here // 2)],
+                capture_output=True, text=True, env=env, check=True,
+            )  # fmt: skip
+            return waits + json.loads(out.stdout.strip().splitlines()[-1])
+
+        bare = phase(n // 2)
+        # A point in a file no worker loads: every new worker reads and arms the set at its
+        # first task (a full scan), and finds nothing to instrument.
+        BrokerClient(broker.http, broker.token).set_breakpoints("/bench/elsewhere.py", [{"line": 1}])
+        pointed = phase(n - n // 2)
         found = fatal_checks(logs)
-    ok = sorted(w * 1000 for w in waits if w is not None)
+    waits = bare + pointed
+
+    def ms(xs: list, q: float) -> float:
+        ok = sorted(w * 1000 for w in xs if w is not None)
+        return ok[int(q * (len(ok) - 1))] if ok else -1.0
+
     _common.report(
         "worker_churn",
         {
             "worker_starts": len(waits),
             "fatal_checks": len(found),
             "fatal_examples": [f["check"] for f in found[:3]],
-            "registered": len(ok) / len(waits),
-            "first_task_wait_ms_median": statistics.median(ok) if ok else -1.0,
-            "first_task_wait_ms_p95": ok[int(0.95 * (len(ok) - 1))] if ok else -1.0,
+            "registered": sum(w is not None for w in waits) / len(waits),
+            "first_task_ms_median_no_points": ms(bare, 0.5),
+            "first_task_ms_p95_no_points": ms(bare, 0.95),
+            "first_task_ms_median_one_point": ms(pointed, 0.5),
+            "first_task_ms_p95_one_point": ms(pointed, 0.95),
         },
         {"fatal_checks": 0},
     )

@@ -51,6 +51,8 @@ class Arming:
         self._key: tuple | None = None
         """(rank, actor class, actor name) the set was last armed for."""
         self._rearm = False
+        self._heap_scan_due = False
+        """Armed from modules only (a first task): the agent thread scans the heap next."""
         self._lock = threading.RLock()
 
     def take(self, version: str | None, points: list[dict] | None) -> bool:
@@ -72,9 +74,21 @@ class Arming:
         if not self.points and self.trigger is None:
             return False
         with self._lock:
+            if self._heap_scan_due:
+                self._rearm = True  # the full scan, from the agent thread
             return self._arm_locked()
 
-    def _arm_locked(self) -> bool:
+    def arm_first_task(self, version: str | None, points: list[dict] | None) -> bool:
+        """The first task's thread, before its code runs, with the set read from Ray's KV: arm
+        the modules that have points and the functions rebuilt from pickles, not the whole heap
+        (the code the task runs is armed by the load hooks as it arrives); the agent thread
+        scans the heap at its next heartbeat."""
+        with self._lock:
+            if not self.take(version, points) or not self.points:
+                return False
+            return self._arm_locked(heap=False)
+
+    def _arm_locked(self, heap: bool = True) -> bool:
         ident = self._identity()
         key = (ident.get("rank"), ident.get("actor_class"), ident.get("actor_name"))
         if not self._rearm and key == self._key:
@@ -82,11 +96,12 @@ class Arming:
                 return self.trigger.arm_new_modules()
             return False
         self._rearm = False
+        self._heap_scan_due = not heap
         self._key = key
         try:
             if self.trigger is None:
                 self.trigger = self._new_trigger()
-            self.trigger.update(self.points, ident)
+            self.trigger.update(self.points, ident, heap=heap)
             self._log().info(
                 "%s armed %d of %d points (scan %.1f ms)",
                 self._who(),

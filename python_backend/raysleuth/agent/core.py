@@ -15,7 +15,7 @@ import threading
 import time
 
 from raysleuth.agent import taskgate
-from raysleuth.agent.arming import Arming
+from raysleuth.agent.arming import Arming, points_from_kv
 from raysleuth.agent.identity import Identity, fault_file, ray_connected
 from raysleuth.agent.log import swallow
 from raysleuth.agent.outbox import Outbox
@@ -24,9 +24,6 @@ from raysleuth.agent.reporting import build_report
 
 HEARTBEAT_S = float(os.environ.get("RAYSLEUTH_HEARTBEAT_S", "2.0"))
 """Seconds between heartbeats to the registry."""
-
-FIRST_TASK_SYNC_S = float(os.environ.get("RAYSLEUTH_FIRST_TASK_SYNC_S", "5.0"))
-"""Longest wait of a worker's first task for the agent to take the cluster's points."""
 
 EARLY_S = 10.0
 EARLY_HEARTBEAT_S = 0.5
@@ -57,11 +54,8 @@ class Agent:
         self._synced = threading.Event()
         """Set once the first heartbeat was answered (or no broker runs): code Ray loads after
         that is armed before it runs."""
-        self._synced_in_task = threading.Event()
-        """Set once a heartbeat made after Ray began this worker's first task was answered (or
-        found no broker): the first task waits for it, so the cluster's points are armed."""
         self.first_task_wait_s: float | None = None
-        """How long the first task waited for the cluster's points (the price of #22's gate)."""
+        """How long the first task took to read and arm the cluster's points (#22's gate)."""
         self.ident = Identity()
         self.link = RegistryLink(_agent_logger, self.__str__)
         self.outbox = Outbox(self.link, lambda: self.ident.worker_id, self._wake)
@@ -128,7 +122,6 @@ class Agent:
             self.log.exception("agent thread failed; the worker runs on without it")
         finally:
             self._synced.set()  # nothing may wait for an agent that is gone
-            self._synced_in_task.set()
 
     def _wait_connected(self) -> bool:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -144,15 +137,16 @@ class Agent:
 
     def _first_task(self) -> None:
         """From Ray's task thread, once, before the task's code runs: the agent may call the
-        registry now. Wait (at most FIRST_TASK_SYNC_S) until it took the cluster's points, so a
-        point set before the job fires on the first call too; no Ray lock is held here."""
+        registry now (it is woken). A point set before the job must fire on this first call too:
+        the set the broker left in Ray's KV is read and armed here, in this thread (one GCS read,
+        no Ray lock held), instead of waiting for the agent's first heartbeat."""
         t0 = time.monotonic()
         self.link.look_now()
         self._wake.set()
-        if not self.disabled and not self._synced_in_task.wait(FIRST_TASK_SYNC_S):
-            self.log.warning(
-                "%s: no answer from the broker in %.0f s; the first task runs on", self, FIRST_TASK_SYNC_S
-            )
+        if not self.disabled:
+            data = points_from_kv()
+            if data is not None:
+                self.arming.arm_first_task(data.get("version"), data.get("points"))
         self.first_task_wait_s = time.monotonic() - t0
 
     def _identify(self) -> None:
@@ -261,7 +255,6 @@ class Agent:
         from raysleuth import gpu
 
         while not self._stop.is_set():
-            in_task = taskgate.task_ran()  # then this round's heartbeat may reach the registry
             info = self.report()
             if not info.get("driver"):
                 info["gpu"] = gpu.sample(swallow)  # the last one is kept for a worker that dies
@@ -278,8 +271,6 @@ class Agent:
             commands = self.link.call("heartbeat", info, wait, extra_timeout=wait)
             if commands is None:
                 self._synced.set()  # no broker: nothing to arm; Ray's loads must not wait
-                if in_task:
-                    self._synced_in_task.set()
                 self._resume_waiting_threads()
                 self._wake.wait(LOOKUP_RETRY_S)
                 self._wake.clear()
@@ -292,8 +283,6 @@ class Agent:
             if self.arming.arm_if_needed():
                 self.poke()
             self._synced.set()
-            if in_task:
-                self._synced_in_task.set()
             self.outbox.flush_emits()
             self.outbox.flush_events()
 

@@ -70,8 +70,12 @@ class Trigger:
             self.backend = make_backend(self._hook, self._on_line)
         return self.backend
 
-    def update(self, specs: list[dict], identity: dict) -> None:
+    def update(self, specs: list[dict], identity: dict, heap: bool = True) -> None:
         """Arm the points whose scope can match this worker; disarm everything else.
+
+        `heap=False` looks only through the modules whose file has a point and the functions
+        rebuilt from pickles, not the whole heap: a worker's first task arms so (what it runs
+        arrives later, through the load hooks), and the agent thread scans the heap after.
 
         The order matters (a worker's code runs meanwhile): the old set stays instrumented while
         the new one is armed, the hooks switch to the new table only once it is whole, and only
@@ -87,7 +91,7 @@ class Trigger:
                 if table.points:
                     self._ensure_backend()
                     t0 = time.perf_counter()
-                    self._scan(self._heap())
+                    self._scan(self._heap() if heap else self._modules_with_points())
                     self.scan_ms = (time.perf_counter() - t0) * 1000
             finally:
                 if backend is not None:
@@ -116,6 +120,21 @@ class Trigger:
         for mod in list(sys.modules.values()):
             f = getattr(mod, "__file__", None)
             if f and self._table.points_for_file(f):
+                for o in loaded_objects(mod):
+                    objects.extend(functions_in(o, seen))
+        return objects
+
+    def _modules_with_points(self) -> list:
+        """The functions of loaded modules whose file has a point, and those rebuilt from
+        pickles: what a worker that ran none of its tasks yet can call."""
+        from raysleuth.agent import datahook
+
+        seen: set[int] = set()
+        objects: list = list(datahook.rebuilt)
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if f and not initializing(mod) and self._table.points_for_file(f):
+                self._table.scanned_modules.add(f)
                 for o in loaded_objects(mod):
                     objects.extend(functions_in(o, seen))
         return objects

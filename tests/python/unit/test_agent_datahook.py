@@ -348,3 +348,21 @@ def test_a_heartbeat_during_the_import_does_not_hide_the_module(agent, udfs, mon
     reader_thread.join(10)
     assert got["fn"](5) == 10
     assert agent.logs() == ["ref 5"]
+
+
+def test_the_first_task_arms_modules_at_once_and_leaves_the_heap_scan_to_the_agent(agent, udfs):
+    """#22: a worker's first task reads the set from Ray's KV and arms it in its own thread; it
+    looks only through the modules with points (what the task can call), not the whole heap,
+    which the agent thread scans at its next heartbeat."""
+    name, path = udfs
+    module = import_file(name, path)
+    made = {}
+    exec(compile(UDFS, path, "exec"), made)  # the same file's code, reachable from no module
+    point = logpoint("d", path, DOUBLE_LINE, "double {x}")
+    assert agent.arming.arm_first_task("v1", [point])
+    assert module.double(1) == 2 and made["double"](2) == 4
+    assert agent.logs() == ["double 1"]  # the module's function fired; the stray one is unarmed
+    assert agent.arming.arm_if_needed()  # the agent thread's heartbeat: the heap scan
+    assert made["double"](3) == 6
+    assert agent.logs() == ["double 1", "double 3"]
+    assert not agent.arming.arm_first_task("v1", [point])  # the same set is not armed twice

@@ -53,7 +53,7 @@ def test_it_prints_the_brokers_text_or_its_json():
 def test_watch_turns_the_sampler_on_prints_hangs_and_turns_it_off_again(monkeypatch):
     hang = {"job_id": "01", "ranks_text": "0-3", "samples": 3, "text": "job 01: ..."}
     events = [("stacks", RESULT), ("hang", hang)]
-    monkeypatch.setattr(stackscmd, "stream", lambda client: iter(events))
+    monkeypatch.setattr(Client, "events", lambda self, names=None, timeout=60: iter(events), raising=False)
     client, out = Client(), io.StringIO()
     assert stackscmd.run_stacks(client, args_of("--watch", "2", "--samples", "4"), out) == 0
     assert client.calls[1] == ("PUT", "/v1/stacks/watch", {"interval": 2.0, "samples": 4})
