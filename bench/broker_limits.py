@@ -27,7 +27,7 @@ import psutil
 
 from raysleuth.client import BrokerClient
 
-IDLE, STREAMS, SAMPLES = 1000, 200, 300
+IDLE, STREAMS, SAMPLES = 1000, 200, 1000
 
 
 def timed_gets(client: BrokerClient, n: int) -> list[float]:

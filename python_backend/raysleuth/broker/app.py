@@ -112,7 +112,7 @@ class Broker:
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
         hub.on("table", lambda _: self.points.publish_listing())
         hub.on("table", lambda _: self.timeline.note_pauses(self.table.workers()))  # stops on the timeline
-        hub.on_watchers = lambda n: self.tasks.spawn(self.agents.set_watch(n > 0), "telling who watches")
+        hub.on_watched = lambda on: self.tasks.spawn(self.agents.set_watch(on), "telling who watches")
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
@@ -280,7 +280,7 @@ class Broker:
         await self.tasks.close()
         await self.relays.close()
         await self.postmortem.close()
-        self.hub.on_watchers = None
+        self.hub.on_watched = None
         self.hub.close()
         dap_server.close()
         await asyncio.wait_for(runner.cleanup(), 3)

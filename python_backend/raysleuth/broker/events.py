@@ -23,8 +23,10 @@ QUEUE_SIZE = 256
 class EventHub:
     def __init__(self) -> None:
         self._subscribers: set[asyncio.Queue] = set()
-        self.on_watchers = None
-        """Called with the number of watchers whenever it changes."""
+        self.on_watched = None
+        """Called with True when the first client starts watching, False when the last leaves
+        (the post-mortem hold depends on it); not on every connect, which costs a Ray call."""
+        self._watched = False
         self._listeners: dict[str, list[Callable]] = {}
 
     def on(self, topic: str, listener: Callable) -> None:
@@ -40,8 +42,11 @@ class EventHub:
                 swallow_exception(log, "a %s listener failed", topic, level=logging.ERROR)
 
     def _changed(self) -> None:
-        if self.on_watchers is not None:
-            self.on_watchers(len(self._subscribers))
+        watched = bool(self._subscribers)
+        if watched != self._watched:
+            self._watched = watched
+            if self.on_watched is not None:
+                self.on_watched(watched)
 
     @property
     def watchers(self) -> int:

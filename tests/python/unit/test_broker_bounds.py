@@ -104,3 +104,18 @@ async def test_a_crowd_of_silent_connections_cannot_lock_a_client_out(door_port)
     finally:
         for s in held:
             s.close()
+
+
+def test_the_registry_hears_of_watchers_only_when_the_first_comes_or_the_last_goes():
+    """Each call is a Ray actor call on the broker's event loop: 200 stream clients coming and
+    going (bench/broker_limits) made one per connection and stalled every route."""
+    hub = EventHub()
+    told = []
+    hub.on_watched = told.append
+    queues = [hub.subscribe() for _ in range(200)]
+    for q in queues[:-1]:
+        hub.unsubscribe(q)
+    assert told == [True]
+    hub.unsubscribe(queues[-1])
+    hub.subscribe()
+    assert told == [True, False, True]
