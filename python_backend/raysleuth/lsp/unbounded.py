@@ -65,9 +65,12 @@ def _node_reason(node: ast.AST) -> str | None:
 
 
 def _range_len(args: list[int | None]) -> int | None:
-    if None in args:
+    known = [a for a in args if a is not None]
+    if len(known) != len(args) or not known:
         return None
-    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(args) > 2 else 1)
+    start, stop, step = (0, known[0], 1) if len(known) == 1 else (known[0], known[1], 1)
+    if len(known) > 2:
+        step = known[2]
     if not step:
         return None
     return max(0, (stop - start) // step)
