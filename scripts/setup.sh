@@ -12,7 +12,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
+VENV="${RAYSLEUTH_VENV:-$ROOT/.venv}"  # the test step of the demo makes one of its own
 PY="${RAYSLEUTH_PYTHON:-python3}"
 say() { echo "[setup] $*" >&2; }
 

@@ -59,6 +59,22 @@ matrix_suite smoke-py313 py313 "$ROOT/.cache/venv313" tests/python/integration -
 matrix_suite smoke-raymin ray-min "$ROOT/.cache/venv-raymin" tests/python/integration -m smoke
 matrix_suite frameworks frameworks "$ROOT/.venv" tests/python/frameworks
 
+# The demo front door as a new user meets it: scripts/demo.sh makes its own virtualenv from
+# nothing (a package only the test set-up installs would hide a missing dependency), runs, and
+# must exit 0 with rank 2's staged crash and no other failure.
+step "demo: scripts/demo.sh in a virtualenv it makes itself"
+demo_venv="$ROOT/.cache/venv-demo"
+rm -rf "$demo_venv"
+if RAYSLEUTH_VENV="$demo_venv" RAYSLEUTH_SKIP_EXTENSION_BUILD=1 "$ROOT/scripts/demo.sh" --steps 45 \
+    --state-dir "$(mktemp -d /tmp/rs-demo-state.XXXXXX)" >"$RESULTS/demo.log" 2>&1 \
+    && grep -q "step 40: rank 2 failed: FloatingPointError" "$RESULTS/demo.log" \
+    && [ "$(grep -c "failed:" "$RESULTS/demo.log")" = 1 ]; then
+  echo "demo: exit 0, only rank 2's staged crash"
+else
+  tail -30 "$RESULTS/demo.log"
+  failed_steps+=(demo)
+fi
+
 step "extension: plain mocha (pure modules, no VS Code, no Ray)"
 # npm packages first (setup_node.sh: npm ci and the build, each skipped when done already).
 if bash "$ROOT/scripts/setup_node.sh"; then

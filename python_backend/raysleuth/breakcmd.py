@@ -113,7 +113,7 @@ def run_break(client, args) -> int:
         if b["path"] == path and b["line"] != line and b.get("owner", OWNER) == OWNER
     ]
     if not args.remove:
-        new = {"line": line}
+        new: dict = {"line": line}
         if args.cond:
             new["condition"] = args.cond
         if args.ranks:

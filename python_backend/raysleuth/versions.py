@@ -15,8 +15,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from types import EllipsisType
 
 from raysleuth.errors import SleuthError
+
+RayVersion = str | None | EllipsisType
+"""A Ray version, None when Ray is not installed, `...` for the installed one."""
 
 PYTHON_MIN = (3, 11)
 """Oldest Python tested (the integration suite runs on it)."""
@@ -113,14 +117,14 @@ def install_hint(py_problem: str | None, ray_problem_: str | None) -> str:
     return " ".join(hints)
 
 
-def problems(version_info=None, ray_version: str | None = ...) -> tuple[str | None, str | None]:
+def problems(version_info=None, ray_version: RayVersion = ...) -> tuple[str | None, str | None]:
     """(python problem, ray problem) for this interpreter, or for the versions given (tests)."""
     if ray_version is ...:
         ray_version = installed_ray_version()
     return python_problem(version_info), ray_problem(ray_version)
 
 
-def unsupported_message(version_info=None, ray_version: str | None = ...) -> tuple[str, str] | None:
+def unsupported_message(version_info=None, ray_version: RayVersion = ...) -> tuple[str, str] | None:
     """(message, hint) when this Python or Ray is unsupported; None when both are fine."""
     py, ray = problems(version_info, ray_version)
     if not (py or ray):
@@ -128,7 +132,7 @@ def unsupported_message(version_info=None, ray_version: str | None = ...) -> tup
     return " ".join(p for p in (py, ray) if p), install_hint(py, ray)
 
 
-def check_versions(version_info=None, ray_version: str | None = ...) -> None:
+def check_versions(version_info=None, ray_version: RayVersion = ...) -> None:
     """Raise `UnsupportedVersion` (message and hint) when this Python or Ray is unsupported."""
     found = unsupported_message(version_info, ray_version)
     if found:

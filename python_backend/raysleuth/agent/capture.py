@@ -16,6 +16,7 @@ import threading
 import time
 
 from raysleuth.agent.log import swallow
+from raysleuth.agent.threads import hide_from_debugger
 from raysleuth.model.tensors import tensor_text
 
 MAX_FRAMES = 30
@@ -109,9 +110,7 @@ class _ReprThread:
             return
 
     def _serve(self) -> None:
-        me = threading.current_thread()
-        me.pydev_do_not_trace = True  # debugpy must not trace or list this thread
-        me.is_pydev_daemon_thread = True
+        hide_from_debugger(threading.current_thread())
         while not self.abandoned:
             job = self.jobs.get()
             if job is None:

@@ -9,6 +9,7 @@ import sys
 import threading
 
 from raysleuth.agent import debugger
+from raysleuth.agent.threads import hide_from_debugger
 from raysleuth.limits import EVALUATE_BUDGET_S
 
 
@@ -82,8 +83,7 @@ def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, o
             box["error"] = exc
 
     thread = threading.Thread(target=run, name="raysleuth-evaluate", daemon=True)
-    thread.pydev_do_not_trace = True  # debugpy, which holds the paused program, must not suspend it
-    thread.is_pydev_daemon_thread = True
+    hide_from_debugger(thread)  # debugpy, which holds the paused program, must not suspend it
     thread.start()
     thread.join(budget)
     if thread.is_alive():

@@ -21,6 +21,7 @@ from raysleuth.agent.log import swallow
 from raysleuth.agent.outbox import Outbox
 from raysleuth.agent.registry import LOOKUP_RETRY_S, RegistryLink
 from raysleuth.agent.reporting import build_report
+from raysleuth.agent.threads import hide_from_debugger
 
 HEARTBEAT_S = float(os.environ.get("RAYSLEUTH_HEARTBEAT_S", "2.0"))
 """Seconds between heartbeats to the registry."""
@@ -108,9 +109,7 @@ class Agent:
         self._wake.set()
 
     def _run(self, wait_for_connect: bool) -> None:
-        me = threading.current_thread()
-        me.pydev_do_not_trace = True  # debugpy must never trace or suspend the agent thread
-        me.is_pydev_daemon_thread = True  # nor list it among the program's threads
+        hide_from_debugger(threading.current_thread())
         try:
             if wait_for_connect and not self._wait_connected():
                 return

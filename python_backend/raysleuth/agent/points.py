@@ -77,7 +77,7 @@ class ArmedPoint:
         p = self.point
         if f == p.path:
             return True
-        return bool(p.rel) and f.endswith(os.sep + p.rel)
+        return bool(p.rel) and f.endswith(os.sep + (p.rel or ""))
 
     def __repr__(self) -> str:
         return f"ArmedPoint({self.id} {self.kind} {self.point.path}:{self.line})"

@@ -37,7 +37,7 @@ def set_explicit(rank: int, world_size: int | None = None, local_rank: int | Non
 
 def _int_or_none(value: object) -> int | None:
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return None
 

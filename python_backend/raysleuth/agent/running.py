@@ -163,9 +163,10 @@ class RunningFrames:
             wanted(code)
         me = threading.get_ident()
         found: dict[int, list[types.FrameType]] = {}
-        for tid, frame in sys._current_frames().items():
+        for tid, top in sys._current_frames().items():
             if tid == me:
                 continue
+            frame: types.FrameType | None = top
             while frame is not None:
                 # Its own armed lines, or old nested code it may make functions from (a closure
                 # or comprehension defined inside the loop).
@@ -254,7 +255,9 @@ class RunningFrames:
             top = top.f_back
         low = tid & 0xFFFFFFFF  # the helper matches the thread id's low 32 bits
         if any(
-            t != tid and t & 0xFFFFFFFF == low for t in set(sys._current_frames()) | set(threading._active)
+            t != tid and t & 0xFFFFFFFF == low
+            for t in set(sys._current_frames())
+            | {t.ident for t in threading.enumerate() if t.ident is not None}
         ):
             return "two threads share the low bits of their ids"
         return None

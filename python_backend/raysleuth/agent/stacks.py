@@ -31,7 +31,7 @@ def _skipped(thread: threading.Thread | None, me: int) -> bool:
 
 
 def _frames(frame) -> list[dict]:
-    out = []
+    out: list[dict] = []
     f = frame
     while f is not None and len(out) < MAX_FRAMES:
         code = f.f_code

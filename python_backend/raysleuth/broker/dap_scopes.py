@@ -13,7 +13,8 @@ def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:
     Returns the arguments for debugpy and, per requested breakpoint, None (sent on) or the
     unverified answer for one that was held back (outside this worker's scope, or a bad scope).
     """
-    out, kept = [], []
+    out: list[dict] = []
+    kept: list[dict | None] = []
     for bp in list(args.get("breakpoints") or []):
         try:
             scope, rest = split_condition(bp.get("condition"))

@@ -57,7 +57,8 @@ class Inspections:
 
     def add(self, who: dict, event: dict) -> dict:
         """One `inspect` event from an agent's batch; returns the light fields for the timeline."""
-        f = event.get("fields") if isinstance(event.get("fields"), dict) else {}
+        fields = event.get("fields")
+        f: dict = fields if isinstance(fields, dict) else {}
         name = str(f.get("name"))
         step = f.get("step")
         rank = f.get("rank") if f.get("rank") is not None else who.get("rank")

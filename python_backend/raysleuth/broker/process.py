@@ -59,7 +59,9 @@ def start_broker(
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=child_env, start_new_session=True)
     log.close()
     line: list[bytes] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     if not line or not line[0]:

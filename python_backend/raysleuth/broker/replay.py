@@ -39,7 +39,7 @@ class Replay:
         return f"{self.label}: {msg}" if msg else self.label
 
     def _source(self, path: str) -> dict:
-        src = {"name": os.path.basename(path) or path, "path": path}
+        src: dict = {"name": os.path.basename(path) or path, "path": path}
         if not os.path.isfile(path) and path in self.sources:
             ref = next((r for r, p in self._source_refs.items() if p == path), None)
             if ref is None:

@@ -93,7 +93,7 @@ def group_stacks(workers: list[dict]) -> list[dict]:
                     "ranks_text": rank_ranges(ranks),
                     "workers": [w.get("worker") for w in ws],
                     "count": len(ws),
-                    "frames": list(main_thread(ws[0]).get("frames") or []),
+                    "frames": list((main_thread(ws[0]) or {}).get("frames") or []),
                     "minority": False,
                 }
             )

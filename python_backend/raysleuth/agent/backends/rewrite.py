@@ -8,6 +8,7 @@ they return. Uses the `bytecode` package, imported only when the first function 
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 import weakref
@@ -113,7 +114,7 @@ class RewriteBackend:
                         "LOAD_CONST", self._instrument(ins.arg, lines), location=ins.location
                     )
                 line = ins.lineno
-                if started and line in lines and line != last_line:
+                if started and isinstance(line, int) and line in lines and line != last_line:
                     out.extend(self._call_hook(bytecode, line, ins.location))
                 if ins.name == "RESUME":
                     started = True
@@ -124,8 +125,8 @@ class RewriteBackend:
         bc.extend(out)
         new = bc.to_code()
         self._cache[key] = new
-        key = id(new)
-        self._hooked[key] = (weakref.ref(new, lambda ref, key=key: self._forget(key, ref)), lines)
+        ident = id(new)
+        self._hooked[ident] = (weakref.ref(new, functools.partial(self._forget, ident)), lines)
         return new
 
     def _forget(self, key: int, ref: weakref.ref) -> None:
