@@ -27,6 +27,9 @@ step() {  # closes the step before (its duration goes in the summary) and opens 
 step "lint: ruff"
 "$ROOT/.venv/bin/ruff" check python_backend tests bench || failed_steps+=(ruff)
 
+step "types: mypy over python_backend"
+(cd "$ROOT/python_backend" && "$ROOT/.venv/bin/mypy" raysleuth) || failed_steps+=(mypy)
+
 # Each suite runs in its own pytest process, one at a time: each owns one Ray cluster.
 for suite in unit integration auth multinode; do
   step "python: $suite"

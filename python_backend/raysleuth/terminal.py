@@ -114,7 +114,7 @@ class TerminalDebugger:
                 await self.show_locals()
         elif cmd in ("n", "next", "s", "step", "c", "continue"):
             if self.need_stop():
-                op = {"n": "next", "s": "stepIn", "c": "continue"}.get(cmd[0])
+                op = {"n": "next", "s": "stepIn", "c": "continue"}[cmd[0]]
                 self.frames = []
                 await self.c.request(op, {"threadId": self.thread_id}, check=False)
         elif cmd == "pause":
@@ -146,7 +146,7 @@ class TerminalDebugger:
         if not path or not line.isdigit():
             self.say("usage: break FILE:LINE [if COND]")
             return
-        bp = {"line": int(line)}
+        bp: dict = {"line": int(line)}
         if cond.strip():
             bp["condition"] = cond.strip()
         bps = self.breakpoints.setdefault(path, [])

@@ -10,9 +10,13 @@ or in the thread that reads a pickle when code arrives as data (datahook.py).
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from raysleuth import names
 from raysleuth.agent.log import swallow
+
+if TYPE_CHECKING:
+    from raysleuth.agent.trigger import Trigger
 
 
 def points_from_kv() -> dict | None:
@@ -46,7 +50,7 @@ class Arming:
         """The cluster's breakpoints, logpoints and snapshot points (specs from the registry)."""
         self.version = ""
         """The version of `points` (the registry's)."""
-        self.trigger = None
+        self.trigger: Trigger | None = None
         """The light trigger (agent/trigger.py), created when the first point arrives."""
         self._key: tuple | None = None
         """(rank, actor class, actor name) the set was last armed for."""
@@ -99,16 +103,10 @@ class Arming:
         self._heap_scan_due = not heap
         self._key = key
         try:
-            if self.trigger is None:
-                self.trigger = self._new_trigger()
-            self.trigger.update(self.points, ident, heap=heap)
-            self._log().info(
-                "%s armed %d of %d points (scan %.1f ms)",
-                self._who(),
-                len(self.trigger.armed),
-                len(self.points),
-                self.trigger.scan_ms,
-            )
+            t = self.trigger = self.trigger or self._new_trigger()
+            t.update(self.points, ident, heap=heap)
+            who, armed, scan = self._who(), len(t.armed), t.scan_ms
+            self._log().info("%s armed %d of %d points (scan %.1f ms)", who, armed, len(self.points), scan)
         except Exception:  # noqa: BLE001
             self._log().exception("arming failed")
         return True

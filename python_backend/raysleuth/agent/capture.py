@@ -14,6 +14,7 @@ import queue
 import reprlib
 import threading
 import time
+import types
 
 from raysleuth.agent.log import swallow
 from raysleuth.agent.threads import hide_from_debugger
@@ -187,7 +188,7 @@ def _locals_items(frame) -> list[tuple[str, object]]:
 
 
 def frames_record(
-    frames: list[tuple[object, int]], locals_frames: int = LOCALS_FRAMES, safe: bool = True
+    frames: list[tuple[types.FrameType, int]], locals_frames: int = LOCALS_FRAMES, safe: bool = True
 ) -> list[dict]:
     """[(frame, line)] innermost first → [{path, line, function, locals}] with bounded reprs."""
     entries: list[dict] = []
@@ -206,9 +207,9 @@ def frames_record(
     return entries
 
 
-def stack_frames(frame, max_frames: int = MAX_FRAMES) -> list[tuple[object, int]]:
+def stack_frames(frame, max_frames: int = MAX_FRAMES) -> list[tuple[types.FrameType, int]]:
     """A live stack from `frame` outward: [(frame, line)], innermost first."""
-    out = []
+    out: list[tuple[types.FrameType, int]] = []
     f = frame
     while f is not None and len(out) < max_frames:
         out.append((f, f.f_lineno))
@@ -216,7 +217,7 @@ def stack_frames(frame, max_frames: int = MAX_FRAMES) -> list[tuple[object, int]
     return out
 
 
-def traceback_frames(tb, max_frames: int = 50) -> list[tuple[object, int]]:
+def traceback_frames(tb, max_frames: int = 50) -> list[tuple[types.FrameType, int]]:
     """A traceback's frames, innermost (the raise site) first; the outermost are dropped if long."""
     out = []
     while tb is not None:

@@ -57,7 +57,7 @@ def evaluate(expression: str) -> dict:
     tid = debugger.paused_thread()
     if tid is None:  # paused from the editor (DAP pause) or stepping: the task thread
         tid = threading.main_thread().ident
-    frame = user_frame(sys._current_frames().get(tid))
+    frame = user_frame(sys._current_frames().get(tid)) if tid is not None else None
     if frame is None:
         return {"ok": False, "error": "this worker is not paused"}
     where = {"path": frame.f_code.co_filename, "line": frame.f_lineno}

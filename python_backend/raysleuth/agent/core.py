@@ -170,9 +170,10 @@ class Agent:
         datahook.install(self)
 
     def _goodbye(self) -> None:
-        if self.ident.static is None or self.disabled:
+        wid = self.ident.worker_id
+        if self.ident.static is None or self.disabled or wid is None:
             return
-        self.link.goodbye(self.ident.worker_id)
+        self.link.goodbye(wid)
 
     # --- what the rest of the worker calls --------------------------------------------------
 

@@ -83,9 +83,9 @@ def install(agent, serialization=None) -> bool:
         return False
     _installed = True
     if setstate is not None:
-        impl._function_setstate = wrap_setstate(setstate, agent)
+        setattr(impl, "_function_setstate", wrap_setstate(setstate, agent))  # noqa: B010
     if reader is not None:
-        context._deserialize_pickle5_data = wrap_reader(reader, agent)
+        setattr(context, "_deserialize_pickle5_data", wrap_reader(reader, agent))  # noqa: B010
     return True
 
 

@@ -34,7 +34,14 @@ _paused_at: dict | None = None
 _paused_thread: int | None = None
 """Ident of the thread that is stopped (evaluate runs in its frame)."""
 
-_resume_events: set[threading.Event] = set()
+
+class WaitCancel(threading.Event):
+    """A wait for a debugger that ends early: `resumed` tells it apart from an attach."""
+
+    resumed = False
+
+
+_resume_events: set[WaitCancel] = set()
 """One per thread waiting for a debugger in `wait_for_client()`; set by `resume_waiting()`."""
 
 
@@ -145,7 +152,7 @@ def unix_server_sockets(pydevd) -> None:
             raise
         return server
 
-    create_server_socket.raysleuth_unix = True
+    create_server_socket.raysleuth_unix = True  # type: ignore[attr-defined]
     pydevd.create_server_socket = create_server_socket
 
 
@@ -202,7 +209,7 @@ def tune_debugger_sockets() -> bool:
     """
     cls = getattr(sys.modules.get("pydevd"), "PyDB", None)
     original = getattr(cls, "initialize_network", None)
-    if original is None:
+    if cls is None or original is None:
         return False
     if getattr(original, "raysleuth_no_delay", False):
         return True
@@ -217,7 +224,7 @@ def tune_debugger_sockets() -> bool:
                 swallow("setting TCP_NODELAY on the debugger's socket")
         return original(self, sock, *args, **kwargs)
 
-    initialize_network.raysleuth_no_delay = True
+    initialize_network.raysleuth_no_delay = True  # type: ignore[attr-defined]
     cls.initialize_network = initialize_network
     return True
 
@@ -252,8 +259,7 @@ def wait_for_client(timeout: float | None = None) -> bool:
 
     if pydevd._is_attached():
         return True
-    ev = threading.Event()
-    ev.resumed = False
+    ev = WaitCancel()
     _resume_events.add(ev)
     timer = None
     if timeout is not None:
@@ -275,7 +281,7 @@ def wait_for_client(timeout: float | None = None) -> bool:
     return not ev.resumed and pydevd._is_attached()
 
 
-def resume_one(ev: threading.Event) -> None:
+def resume_one(ev: WaitCancel) -> None:
     """Let one waiting thread go on without a debugger (pydevd sets the event itself on attach:
     `resumed` tells the two apart)."""
     ev.resumed = True

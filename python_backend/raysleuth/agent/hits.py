@@ -130,7 +130,7 @@ class Hits:
             if p.count and p.fired >= p.count:
                 p.dead = True
                 agent.rearm_soon()
-            payload = {"id": p.point.snapshot, "point": p.id, "time": time.time()}
+            payload: dict = {"id": p.point.snapshot, "point": p.id, "time": time.time()}
             if p.exprs:
                 t0 = time.perf_counter()
                 payload["values"] = expression_values(p.exprs, frame)
@@ -151,7 +151,7 @@ class Hits:
             p.log_dropped += 1
             return
         p.log_sent += 1
-        self.agent.emit("log", _log_record(p, frame, format_log(p.log, frame)))
+        self.agent.emit("log", _log_record(p, frame, format_log(p.log or "", frame)))
 
     def _within_budget(self, p: ArmedPoint, frame, what: str, t0: float) -> bool:
         """False, and the point disarmed in this worker with a note, when `what` (started at `t0`)

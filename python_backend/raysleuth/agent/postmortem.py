@@ -70,8 +70,8 @@ def install(agent) -> bool:
     def _post_mortem():
         on_exception(agent, sys.exc_info())
 
-    _is_ray_debugger_post_mortem_enabled.raysleuth = True
-    _post_mortem.raysleuth = True
+    setattr(_is_ray_debugger_post_mortem_enabled, "raysleuth", True)  # noqa: B010 - marks our wraps
+    setattr(_post_mortem, "raysleuth", True)  # noqa: B010
     rpdb._is_ray_debugger_post_mortem_enabled = _is_ray_debugger_post_mortem_enabled
     rpdb._post_mortem = _post_mortem
     _installed = True
@@ -115,7 +115,7 @@ def _user_part(frames: list) -> list:
 
 
 def _chain(exc: BaseException) -> list[dict]:
-    out = []
+    out: list[dict] = []
     seen = {id(exc)}
     cur = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     while cur is not None and id(cur) not in seen and len(out) < 5:

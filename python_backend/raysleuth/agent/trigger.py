@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import types
+from typing import TYPE_CHECKING
 
 from raysleuth.agent.backends import make_backend
 from raysleuth.agent.codes import all_lines, code_lines, functions_in, loaded_objects, nested_codes
@@ -25,6 +26,9 @@ from raysleuth.agent.hits import Hits
 from raysleuth.agent.log import swallow
 from raysleuth.agent.points import ArmedPoint, PointTable
 from raysleuth.agent.running import RunningFrames
+
+if TYPE_CHECKING:
+    from raysleuth.agent.backends import Backend
 
 
 class Trigger:
@@ -40,7 +44,7 @@ class Trigger:
         self._live: dict[str, dict[int, list[ArmedPoint]]] = self._table.lines
         """What the hooks read: the table being rebuilt by update() replaces it only when whole,
         so a function already running in instrumented code keeps firing during a re-arm."""
-        self.backend = None
+        self.backend: Backend | None = None
         """The instrumentation backend, created with the first point."""
         self.scan_ms = 0.0
         """How long the last full scan of the heap took."""
@@ -65,7 +69,7 @@ class Trigger:
 
     # --- arming (agent thread) ------------------------------------------------------------
 
-    def _ensure_backend(self):
+    def _ensure_backend(self) -> Backend:
         if self.backend is None:
             self.backend = make_backend(self._hook, self._on_line)
         return self.backend
@@ -100,7 +104,7 @@ class Trigger:
             if table.points:
                 # After the switch: a line the old table had no point for, switched off by the
                 # callback during the scan, fires again now (sys.monitoring).
-                self.backend.restart()
+                self._ensure_backend().restart()
             self._arm_running()
 
     def points_for_file(self, filename: str) -> list[ArmedPoint]:
@@ -145,7 +149,7 @@ class Trigger:
                 self._arm_function(obj)
 
     def _arm_function(self, fn) -> None:
-        backend = self.backend
+        backend = self._ensure_backend()
         code = backend.original(fn)
         table = self._table
         pts = table.points_for_file(code.co_filename)
@@ -198,8 +202,10 @@ class Trigger:
     def _arm_running(self) -> None:
         """Rewrite backend: frames running code that does not call the hook at their armed
         lines (they started before it was armed) fire through a tracer until they return."""
+        from raysleuth.agent.backends.rewrite import RewriteBackend
+
         backend = self.backend
-        if backend is None or not hasattr(backend, "hooked_lines"):
+        if not isinstance(backend, RewriteBackend):
             return  # sys.monitoring instruments running frames too
         table = self._table
         if not table.points and self.running is None:

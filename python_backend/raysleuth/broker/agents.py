@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any, cast
 
 from raysleuth import names
 from raysleuth.errors import SleuthError
@@ -21,8 +22,8 @@ class Agents:
     """Every agent, reached through the registry actor. `str()`: `Agents[registry]`."""
 
     def __init__(self, hold_s: float) -> None:
-        self.registry = None
-        """The registry actor's handle, once started."""
+        self.registry: Any = None
+        """The registry actor's handle (untyped, as Ray's handles are), once started."""
         self.hold_s = hold_s
         """Post-mortem hold, in seconds, while a client watches."""
         self.points_version: str | None = None
@@ -41,13 +42,17 @@ class Agents:
         if self.registry is None:
             await asyncio.to_thread(_refuse_second_broker)
         node_id = ray.get_runtime_context().get_node_id()
-        self.registry = SleuthRegistry.options(
-            name=names.REGISTRY_ACTOR,
-            namespace=names.NAMESPACE,
-            get_if_exists=True,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
-        ).remote()
+        self.registry = (
+            cast(Any, SleuthRegistry)
+            .options(
+                name=names.REGISTRY_ACTOR,
+                namespace=names.NAMESPACE,
+                get_if_exists=True,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
+            )
+            .remote()
+        )
         await asyncio.wait_for(self.registry.ping.remote(), 60)
 
     async def changes(self, version: int, wait: float) -> dict:

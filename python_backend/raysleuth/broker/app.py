@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -87,7 +88,8 @@ class Broker:
         self.started = time.time()
         self.http_url: str | None = None
         self.dap_address: str | None = None
-        self.ray_context = None
+        self.ray_context: Any = None
+        """What ray.init returned (Ray's RayContext, untyped here)."""
         self.state_api: StateApiClient | None = None
         self._stop = asyncio.Event()
         self.tasks = OwnedTasks("broker")
@@ -161,8 +163,10 @@ class Broker:
             self.table.take_reports(res["reports"])
 
     async def _watch_state(self) -> None:
+        api = self.state_api
+        assert api is not None  # run() made it
         while not self._stop.is_set():
-            snap = await self.state_api.snapshot()
+            snap = await api.snapshot()
             if snap is not None:
                 self.take_snapshot(snap)
             else:
@@ -200,17 +204,17 @@ class Broker:
 
     async def run(self, ready_out) -> None:
         self.ray_context = await asyncio.to_thread(connect_ray, self.address)
-        self.state_api = StateApiClient(self.ray_context.dashboard_url)
+        self.state_api = api = StateApiClient(self.ray_context.dashboard_url)
         await self.agents.start()
         await self.points.push()
         await self.agents.set_watch(self.hub.watchers > 0)
-        first = await self.state_api.snapshot()
+        first = await api.snapshot()
         if first is not None:
             self.take_snapshot(first)
         else:
             log.warning(
                 "Ray's State API is unreachable (%s): only workers with the agent will be listed",
-                self.state_api.last_error,
+                api.last_error,
             )
             self.table.recompute()
 
@@ -233,6 +237,7 @@ class Broker:
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
+        assert runner.server is not None  # setup() made it
         door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
         # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
         gate = Gate()  # every port's connections together
@@ -284,7 +289,8 @@ class Broker:
         self.hub.close()
         dap_server.close()
         await asyncio.wait_for(runner.cleanup(), 3)
-        await self.state_api.close()
+        if self.state_api is not None:
+            await self.state_api.close()
         await asyncio.to_thread(self.agents.stop)
         await asyncio.to_thread(shutdown_ray)
 

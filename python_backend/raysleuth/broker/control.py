@@ -75,7 +75,7 @@ class Control:
         workers = [w for w in self.select(body, ("paused",)) if w.agent]
 
         async def one(w: Worker) -> dict:
-            row = {"rank": w.rank, "worker": w.id, "pid": w.pid}
+            row: dict = {"rank": w.rank, "worker": w.id, "pid": w.pid}
             try:
                 res = await self.agents.command(
                     w.id, {"op": "evaluate", "expression": expr}, EVALUATE_TIMEOUT_S

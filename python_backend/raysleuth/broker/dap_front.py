@@ -8,6 +8,7 @@ import asyncio
 import logging
 
 from raysleuth.broker.dap_session import DapSession
+from raysleuth.dap.framing import bound_reader
 from raysleuth.limits import (
     ATTACH_WITHIN_S,
     DAP_BODY_TIMEOUT_S,
@@ -34,10 +35,10 @@ class DapFrontDoor:
         it and the garbage collector would end it mid-answer (seen by the fuzz tests, #16)."""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        reader.dap_max_bytes = MAX_DAP_MESSAGE_BEFORE_ATTACH  # read_message's bounds
-        reader.dap_body_timeout = DAP_BODY_TIMEOUT_S
+        bound_reader(reader, MAX_DAP_MESSAGE_BEFORE_ATTACH, DAP_BODY_TIMEOUT_S)
         session = DapSession(self, reader, writer)
         me = asyncio.current_task()
+        assert me is not None  # asyncio runs every connection's handler in a task
         self._handlers.add(me)
         watch = asyncio.create_task(self._attach_or_close(session, reader))
         try:
@@ -63,4 +64,4 @@ class DapFrontDoor:
             log.info("%s: no attach within %.0f s; closing", session, ATTACH_WITHIN_S)
             await session.channel.close(f"no attach within {ATTACH_WITHIN_S:.0f} s")
             return
-        reader.dap_max_bytes = MAX_DAP_MESSAGE
+        bound_reader(reader, MAX_DAP_MESSAGE)

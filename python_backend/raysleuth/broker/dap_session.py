@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from raysleuth.broker.agents import Agents
     from raysleuth.broker.crashes import CrashStore
     from raysleuth.broker.leases import LinkLeases
+    from raysleuth.broker.links import WorkerLink
+    from raysleuth.broker.replay import Replay
     from raysleuth.broker.table import WorkerTable
 
 
@@ -78,12 +80,12 @@ class DapSession:
         self.door = door
         self.channel = DapChannel(reader, writer, name=self, on_request=self.on_request, queue_events=False)
         """The client's connection: requests come to `on_request`, answers go back through it."""
-        self.link = None
+        self.link: WorkerLink | None = None
         self.paths = PathMapper()
         self.breakpoint_sources: set[str] = set()
         """Worker-side paths this session set breakpoints in (cleared when it ends)."""
         self.configured = False
-        self.replay = None
+        self.replay: Replay | None = None
         """A read-only session over a stored crash record (attach {crash})."""
         self._tasks: set[asyncio.Task] = set()
         self.client_progress = False
@@ -111,7 +113,7 @@ class DapSession:
     def forward_event(self, msg: dict) -> None:
         """An event from the worker's debugpy, for this session's client."""
         body = self.paths.map_message(dict(msg.get("body") or {}), to_remote=False)
-        self._spawn(self.event(msg.get("event"), body))
+        self._spawn(self.event(str(msg.get("event")), body))
 
     def _spawn(self, coro) -> None:
         t = asyncio.create_task(coro)
@@ -226,8 +228,12 @@ class DapSession:
 
     async def _replay_answer(self, request: dict) -> None:
         args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
+        replay = self.replay
+        if replay is None:
+            await self.respond(request, error="Ray Sleuth: no crash record is open in this session.")
+            return
         try:
-            body, error = self.replay.answer(request.get("command"), args)
+            body, error = replay.answer(str(request.get("command")), args)
         except (TypeError, ValueError) as exc:
             body, error = None, f"Ray Sleuth: bad arguments: {exc}"
         if error is not None:
@@ -288,16 +294,20 @@ class DapSession:
     # --- pass-through -----------------------------------------------------------------------
 
     async def forward(self, request: dict) -> None:
-        command = request.get("command")
+        command = str(request.get("command"))
         args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
         kept = None
+        link = self.link
+        if link is None:
+            await self.respond(request, error="Ray Sleuth: this session is attached to no worker now.")
+            return
         if command == "setBreakpoints":
             path = (args.get("source") or {}).get("path")
             if path:
                 self.breakpoint_sources.add(path)
-            args, kept = scope_breakpoints(args, self.link.worker)
+            args, kept = scope_breakpoints(args, link.worker)
         try:
-            resp = await self.link.request(command, args)
+            resp = await link.request(command, args)
         except SleuthError as exc:
             await self.respond(request, error=f"Ray Sleuth: {exc.message}")
             return
@@ -321,7 +331,7 @@ class DapSession:
             return
         await self.door.leases.release(link, self)
 
-    async def link_closed(self, link) -> None:
+    async def link_closed(self, link: WorkerLink) -> None:
         """The worker's debugger went away (the worker exited or was killed)."""
         if link is not self.link:
             return

@@ -23,7 +23,7 @@ QUEUE_SIZE = 256
 class EventHub:
     def __init__(self) -> None:
         self._subscribers: set[asyncio.Queue] = set()
-        self.on_watched = None
+        self.on_watched: Callable[[bool], object] | None = None
         """Called with True when the first client starts watching, False when the last leaves
         (the post-mortem hold depends on it); not on every connect, which costs a Ray call."""
         self._watched = False

@@ -37,7 +37,7 @@ class LinkLeases:
         self.idle_s = idle_s
         self.links: dict[str, WorkerLink] = {}
         """Worker id → its link."""
-        self._opening: dict[str, asyncio.Future] = {}
+        self._opening: dict[str, asyncio.Future[WorkerLink]] = {}
         self.idle_timers = OwnedTasks("link leases")
 
     def __len__(self) -> int:
@@ -53,7 +53,7 @@ class LinkLeases:
             relays=self.relays,
             agents=self.agents,
             ray_debugger_port=self.table.ray_debugger_port,
-            on_change=lambda: holder and self._changed(holder[0]),
+            on_change=lambda: self._changed(holder[0]) if holder else None,
             on_closed=self._closed,
         )
         holder.append(link)
@@ -120,7 +120,7 @@ class LinkLeases:
             return
         # With no session (the broker is stopping), there are no session breakpoints to clear,
         # but a stopped worker must still be let go: pydevd would hold it suspended for ever.
-        sources = session.breakpoint_sources if session is not None else ()
+        sources: set[str] | tuple[()] = session.breakpoint_sources if session is not None else ()
         try:
             for path in sources:
                 await link.request("setBreakpoints", {"source": {"path": path}, "breakpoints": []})

@@ -69,7 +69,7 @@ class WorkerLink:
         self.conn: int | None = None
         self.channel: DapChannel | None = None
         """DAP to the worker's debugpy, once `open` has reached it."""
-        self.stopped: dict[int, dict] = {}
+        self.stopped: dict[int | None, dict] = {}
         """Threads debugpy reported stopped (thread id → stopped event body), until continued."""
         self.paused_at: dict | None = None
         self.pause_pending: int | None = None

@@ -158,7 +158,7 @@ class PostMortem:
 
 def fault_frames(text: str | None) -> list[dict]:
     """faulthandler's 'File "x.py", line 12 in f' lines (innermost first) as record frames."""
-    out = []
+    out: list[dict] = []
     for line in (text or "").splitlines():
         m = _FAULT_FRAME.match(line)
         if m:
@@ -180,5 +180,5 @@ def describe_exit(sw: dict | None) -> str | None:
         "USER_ERROR": "it exited with an error",
         "NODE_OUT_OF_MEMORY": "the node ran out of memory (OOM killer)",
     }
-    text = what.get(sw.get("exit_type"), f"it exited ({sw.get('exit_type')})")
+    text = what.get(str(sw.get("exit_type")), f"it exited ({sw.get('exit_type')})")
     return text + (f": {detail[0]}" if detail else "")

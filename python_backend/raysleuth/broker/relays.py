@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, cast
 
 from raysleuth import names
 from raysleuth.errors import SleuthError
@@ -99,13 +100,17 @@ async def start_relay(node_id: str):
 
     from raysleuth.broker.relay_actor import NodeRelay
 
-    relay = NodeRelay.options(
-        name=f"raysleuth-relay-{node_id[:16]}",
-        namespace=names.NAMESPACE,
-        get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
-    ).remote()
+    relay = (
+        cast(Any, NodeRelay)
+        .options(
+            name=f"raysleuth-relay-{node_id[:16]}",
+            namespace=names.NAMESPACE,
+            get_if_exists=True,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            runtime_env={"env_vars": {"RAYSLEUTH": "0"}},
+        )
+        .remote()
+    )
     await asyncio.wait_for(relay.ping.remote(), START_TIMEOUT_S)
     return relay
 

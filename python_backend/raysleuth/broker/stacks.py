@@ -193,7 +193,7 @@ class StacksService:
     async def _one(self, w: Worker, native: bool, deadline: float) -> tuple[dict, list[dict]]:
         """One worker's row and its flight-recorder entries; never raises."""
         loop = asyncio.get_running_loop()
-        row = {
+        row: dict = {
             "worker": w.id, "rank": w.rank, "pid": w.pid, "node_id": w.node_id, "job_id": w.job_id,
             "actor_class": w.actor_class, "task": w.task, "source": None, "error": None,
             "hint": None, "step": self.steps.step(w.id), "walk_ms": None, "threads": [],

@@ -60,7 +60,7 @@ class StateApiClient:
         return f"StateApi[{self.url}]"
 
     async def _get(self, path: str) -> list[dict]:
-        assert self._session is not None
+        assert self._session is not None and self.url is not None
         async with self._session.get(self.url + path, headers=self.headers) as resp:
             if resp.status == 401:
                 raise PermissionError(

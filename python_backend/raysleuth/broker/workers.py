@@ -101,16 +101,16 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
                 continue
             w = Worker(sw["worker_id"], pid=sw.get("pid"), node_id=sw.get("node_id"), node_ip=sw.get("ip"))
             alive = bool(sw.get("is_alive"))
-            actor = actor_by_pid.get(key)
-            if actor is not None:
-                w.actor_id = actor.get("actor_id")
-                w.actor_class = actor.get("class_name")
-                w.actor_name = actor.get("name") or None
-                w.job_id = actor.get("job_id")
-            task = task_by_worker.get(sw["worker_id"])
-            if task is not None and alive:
-                w.task = task.get("name") or task.get("func_or_class_name")
-                w.job_id = w.job_id or task.get("job_id")
+            its_actor = actor_by_pid.get(key)
+            if its_actor is not None:
+                w.actor_id = its_actor.get("actor_id")
+                w.actor_class = its_actor.get("class_name")
+                w.actor_name = its_actor.get("name") or None
+                w.job_id = its_actor.get("job_id")
+            its_task = task_by_worker.get(sw["worker_id"])
+            if its_task is not None and alive:
+                w.task = its_task.get("name") or its_task.get("func_or_class_name")
+                w.job_id = w.job_id or its_task.get("job_id")
             if not alive:
                 w.state = "exited"
                 end = sw.get("end_time_ms") or 0
@@ -134,9 +134,9 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             continue
         w = table.get(wid) or Worker(wid)
         known_to_ray = wid in table and vouches
-        for key in REPORTED:
-            if rep.get(key) is not None:
-                setattr(w, key, rep[key])
+        for name in REPORTED:
+            if rep.get(name) is not None:
+                setattr(w, name, rep[name])
         w.agent = True
         received = rep.get("received") or rep.get("time")
         w.last_seen = max(filter(None, [w.last_seen, received]), default=None)

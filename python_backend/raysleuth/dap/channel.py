@@ -9,9 +9,10 @@ agent.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from raysleuth.dap.errors import ENDED, ChannelClosed, DapTimeout
@@ -64,7 +65,7 @@ class DapChannel:
         on_request: RequestHandler | None = None,
         on_closed: ClosedCallback | None = None,
         queue_events: bool | None = None,
-        feed: Callable[[], Awaitable[None]] | None = None,
+        feed: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         """`queue_events` defaults to True when there is no `on_event` (else nobody would drain
         the queue). `feed`, if given, is run by the channel and cancelled by `close()`: the task
@@ -109,13 +110,8 @@ class DapChannel:
         """A channel whose bytes are carried by calls (the broker's node relay): `send(data)`
         (False: gone), `poll()` long-polls for `(bytes, ended)`, `close()` ends the far end."""
         reader = asyncio.StreamReader()
-        name = kwargs.get("name", "DapChannel")
-        return cls(
-            reader,
-            CallTransport(send, close),
-            feed=lambda: pump_polls(reader, poll, name),
-            **kwargs,
-        )
+        feed = functools.partial(pump_polls, reader, poll, kwargs.get("name", "DapChannel"))
+        return cls(reader, CallTransport(send, close), feed=feed, **kwargs)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -179,10 +175,10 @@ class DapChannel:
         elif kind == "request":
             if self.on_request is None:
                 await self.respond(msg, error=f"{self} does not take requests ({msg.get('command')!r}).")
-            elif seq_of(msg) is None:  # found by the fuzz tests (#16): a list here ended the reader
+            elif (seq := seq_of(msg)) is None:  # found by the fuzz tests (#16): a list ended the reader
                 await self.respond(msg, error=f"A request's seq must be an integer, not {msg.get('seq')!r}.")
             else:
-                self._unanswered[seq_of(msg)] = msg
+                self._unanswered[seq] = msg
                 self._requests.put_nowait(msg)
         else:
             log.debug("%s: ignoring a message of type %r", self, kind)
@@ -193,8 +189,11 @@ class DapChannel:
             if request is None:
                 return
             command = request.get("command")
+            handler = self.on_request
             try:
-                keep = await self.on_request(request)
+                if handler is None:  # taken away since the request was queued
+                    raise RuntimeError(f"{self} takes no more requests")
+                keep = await handler(request)
             except Exception as exc:  # noqa: BLE001 - answer the client, keep the session
                 log.exception("%s: handling %r failed", self, command)
                 keep = True
@@ -283,7 +282,9 @@ class DapChannel:
             )
         elif body is not None:
             msg["body"] = body
-        self._unanswered.pop(seq_of(request), None)
+        seq = seq_of(request)
+        if seq is not None:
+            self._unanswered.pop(seq, None)
         return await self._send_quietly(msg, answer=True)
 
     async def event(self, event: str, body: dict | None = None) -> bool:

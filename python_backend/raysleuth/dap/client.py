@@ -24,9 +24,11 @@ class DapClient(DapChannel):
         self.start()
 
     @classmethod
-    async def connect(cls, host: str, port: int, **kwargs) -> DapClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer, **kwargs)
+    async def connect(cls, host: str | None, port: int | None, path: str | None = None, **kw) -> DapClient:
+        """A started client over a new TCP connection, or an AF_UNIX one to `path`."""
+        opening = asyncio.open_unix_connection(path) if path else asyncio.open_connection(host, port)
+        reader, writer = await opening
+        return cls(reader, writer, **kw)
 
     async def request(
         self,

@@ -21,10 +21,17 @@ def encode(message: dict) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
+def bound_reader(reader: asyncio.StreamReader, max_bytes: int, body_timeout: float | None = None) -> None:
+    """Set the bounds `read_message` keeps on this reader: a larger Content-Length is refused, and
+    a body may take `body_timeout` seconds after its header (unchanged when None)."""
+    setattr(reader, "dap_max_bytes", max_bytes)  # noqa: B010 - an attribute of our own on the reader
+    if body_timeout is not None:
+        setattr(reader, "dap_body_timeout", body_timeout)  # noqa: B010
+
+
 async def read_message(reader: asyncio.StreamReader) -> dict | None:
-    """Read one message; None at a clean end of stream. A reader may carry its bounds:
-    `dap_max_bytes` (a larger Content-Length is refused) and `dap_body_timeout` (seconds the body
-    may take after its header)."""
+    """Read one message; None at a clean end of stream. A reader may carry its bounds
+    (`bound_reader`)."""
     limit = getattr(reader, "dap_max_bytes", MAX_MESSAGE_BYTES)
     length = None
     while True:

@@ -30,7 +30,7 @@ from raysleuth.lsp.remotes import (
     own_exprs,
     remote_aliases,
 )
-from raysleuth.lsp.source import Edit, Source, Span, dotted
+from raysleuth.lsp.source import Edit, Source, Span, dotted, end_line, end_of
 
 __all__ = ["Analysis", "Finding", "Fix", "analyze", "check_part", "parse_part"]
 
@@ -172,7 +172,7 @@ class _Checker(ast.NodeVisitor):
             self.stmts.append(stmt)
             header = statement_header(stmt)
             if header is not None:  # a compound statement: its header's expressions, then its blocks
-                if header and self.hot.any(stmt.lineno, max(e.end_lineno for e in header)):
+                if header and self.hot.any(stmt.lineno, max(end_line(e) for e in header)):
                     for e in header:
                         self.visit(e)
                 if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
@@ -183,7 +183,7 @@ class _Checker(ast.NodeVisitor):
                 else:
                     for block in blocks(stmt):
                         self.run(block)
-            elif self.hot.any(stmt.lineno, stmt.end_lineno):
+            elif self.hot.any(stmt.lineno, end_line(stmt)):
                 self.visit(stmt)
             self.stmts.pop()
 
@@ -238,7 +238,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Expr(self, node: ast.Expr) -> None:
         call = node.value
-        if is_task_call(call) and not detached(call):
+        if isinstance(call, ast.Call) and is_task_call(call) and not detached(call):
             self.findings.append(
                 Finding(
                     UNUSED_RESULT,
@@ -330,13 +330,13 @@ class _Checker(ast.NodeVisitor):
         if not isinstance(stmt, ast.Expr) or stmt.value is not call:
             return None
         body = self._parent_body(stmt)
-        first, last = stmt.lineno, stmt.end_lineno
-        on_lines = [s for s in body if s.lineno <= last and s.end_lineno >= first]
+        first, last = stmt.lineno, end_line(stmt)
+        on_lines = [s for s in body if s.lineno <= last and end_line(s) >= first]
         if any(s is not stmt and not debugger_import(s) for s in on_lines):
             return None
-        first, last = min(s.lineno for s in on_lines), max(s.end_lineno for s in on_lines)
+        first, last = min(s.lineno for s in on_lines), max(end_line(s) for s in on_lines)
         head = self.src.line_text(first)[: on_lines[0].col_offset]
-        tail = self.src.line_text(last).encode()[on_lines[-1].end_col_offset :].decode().strip()
+        tail = self.src.line_text(last).encode()[end_of(on_lines[-1])[1] :].decode().strip()
         if head.strip() or (tail and not tail.startswith("#")):
             return None
         rest = [s for s in body if s not in on_lines]
@@ -344,7 +344,8 @@ class _Checker(ast.NodeVisitor):
         span = self.src.whole_lines(first, last)
         if after:
             target = after[0]
-            line = (target.decorator_list[0] if getattr(target, "decorator_list", None) else target).lineno
+            decorators = getattr(target, "decorator_list", None)
+            line = (decorators[0] if decorators else target).lineno
             edit, bp = Edit(span, ""), line - (last - first + 1)
         else:  # the block's last statement: keep the block valid, stop at the same line
             edit, bp = Edit(span, f"{self.src.indent_of(first)}pass\n"), first
@@ -360,7 +361,7 @@ class _Checker(ast.NodeVisitor):
         if not isinstance(comp, ast.ListComp) or comp.elt is not call or len(call.args) != 1 or call.keywords:
             return None
         inner = self.src.segment(call.args[0])
-        rest = self.src.between(call.end_lineno, call.end_col_offset, comp.end_lineno, comp.end_col_offset)
+        rest = self.src.between(*end_of(call), *end_of(comp))
         text = f"ray.get([{inner}{rest})"
         return Fix("Submit all tasks first, then ray.get the list", (Edit(self.src.span(comp), text),))
 
@@ -372,7 +373,7 @@ class _Checker(ast.NodeVisitor):
         indent = self.src.indent_of(anchor.lineno)
         edits = [Edit(Span(anchor.lineno - 1, 0, anchor.lineno - 1, 0), f"{indent}{ref} = ray.put({name})\n")]
         for node in ast.walk(loop.node):
-            if is_task_call(node):
+            if isinstance(node, ast.Call) and is_task_call(node):
                 for arg in list(node.args) + [k.value for k in node.keywords]:
                     if isinstance(arg, ast.Name) and arg.id == name:
                         edits.append(Edit(self.src.span(arg), ref))

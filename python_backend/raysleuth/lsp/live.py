@@ -56,7 +56,7 @@ class BrokerOptions:
 
     def _read_token(self) -> str:
         try:
-            return Path(self.token_file).expanduser().read_text().strip()
+            return Path(self.token_file or "").expanduser().read_text().strip()
         except OSError as exc:
             raise SleuthError(
                 f"Cannot read the broker token at {self.token_file} ({exc.strerror}).",

@@ -102,7 +102,7 @@ def looks_large(value: ast.AST | None) -> bool:
 
 def detached(call: ast.Call) -> bool:
     """`A.options(name=..., lifetime="detached").remote()`: kept alive by name, on purpose."""
-    node = call.func.value
+    node = getattr(call.func, "value", None)
     while isinstance(node, ast.Call | ast.Attribute):
         if isinstance(node, ast.Call) and any(k.arg == "lifetime" for k in node.keywords):
             return True

@@ -59,7 +59,7 @@ def is_task_call(node: ast.AST) -> bool:
 
 def remote_aliases(tree: ast.Module) -> frozenset[str]:
     """Names that mean `ray.remote` in this module (`from ray import remote [as r]`)."""
-    out = set()
+    out: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "ray":
             out.update(a.asname or a.name for a in node.names if a.name == "remote")

@@ -77,15 +77,15 @@ def hover_markdown(defn: RemoteDef, workers: list[Worker] | None, crashes: list[
         lines += ["| rank | state | pid | GPU memory | node |", "| --- | --- | --- | --- | --- |"]
         for w in live:
             rank = "-" if w.rank is None else str(w.rank)
-            state = w.state
+            state = w.state or "-"
             if w.paused_at:
                 state += f" at line {w.paused_at.get('line')}"
             node = (w.node_ip or "") + (f" {w.node_id[:4]}" if w.node_id else "")
             lines.append(f"| {rank} | {state} | {w.pid or '-'} | {_gpu(w)} | {node.strip() or '-'} |")
     newest = next((c for c in crashes if crash_matches(defn, c)), None)
     if newest:
-        rank = (newest.get("worker") or {}).get("rank")
-        who = f"rank {rank}" if rank is not None else "a worker"
+        crashed_rank = (newest.get("worker") or {}).get("rank")
+        who = f"rank {crashed_rank}" if crashed_rank is not None else "a worker"
         message = f"{newest.get('exc_type') or newest.get('kind')}: {newest.get('message') or ''}".strip()
         lines += ["", f"Last crash ({who}): `{_one_line(message)}`"]
         if newest.get("hint"):

@@ -116,7 +116,7 @@ class SleuthLanguageService:
         if doc is None:
             return None
         defn, span = self._remote_at(doc, pos)
-        if defn is None:
+        if defn is None or span is None:
             return None
         workers = self.live.workers if self.live.connected else None
         text = hover_markdown(defn, workers, self.live.crashes if self.live.connected else [])
@@ -134,8 +134,8 @@ class SleuthLanguageService:
         while end < len(line) and (line[end].isalnum() or line[end] == "_"):
             end += 1
         word = line[start:end]
-        d = next((d for d in doc.analysis.defs if d.name == word), None)
-        return (d, Span(pos.line, start, pos.line, end)) if d else (None, None)
+        found = next((d for d in doc.analysis.defs if d.name == word), None)
+        return (found, Span(pos.line, start, pos.line, end)) if found else (None, None)
 
     def code_actions(self, uri: str, rng: T.Range, diagnostics: list[T.Diagnostic]) -> list[T.CodeAction]:
         doc = self.docs.get(uri)
@@ -278,7 +278,7 @@ def build_server(options: BrokerOptions) -> tuple[LanguageServer, SleuthLanguage
         T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.QuickFix])
     )
     def code_action(ls: LanguageServer, params: T.CodeActionParams) -> list[T.CodeAction]:
-        return svc.code_actions(params.text_document.uri, params.range, params.context.diagnostics)
+        return svc.code_actions(params.text_document.uri, params.range, list(params.context.diagnostics))
 
     @server.command(SET_BREAKPOINT)
     async def set_breakpoint(ls: LanguageServer, *args) -> dict:

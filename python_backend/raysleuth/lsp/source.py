@@ -51,16 +51,11 @@ class Source:
 
     def span(self, node: ast.AST, end: ast.AST | None = None) -> Span:
         """The span of `node` (through `end`'s end when given)."""
-        last = end or node
-        return Span(
-            node.lineno - 1,
-            self.col16(node.lineno, node.col_offset),
-            last.end_lineno - 1,
-            self.col16(last.end_lineno, last.end_col_offset),
-        )
+        (line, col), (end_line, end_col) = start_of(node), end_of(end or node)
+        return Span(line - 1, self.col16(line, col), end_line - 1, self.col16(end_line, end_col))
 
     def segment(self, node: ast.AST) -> str:
-        return self.between(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+        return self.between(*start_of(node), *end_of(node))
 
     def between(self, lineno: int, col: int, end_lineno: int, end_col: int) -> str:
         """Source text from (lineno, byte col) to (end_lineno, byte end col)."""
@@ -92,3 +87,18 @@ def dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+def start_of(node: ast.AST) -> tuple[int, int]:
+    """(line, byte column) where a located node starts (1, 0 for one without a position)."""
+    return getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
+
+
+def end_of(node: ast.AST) -> tuple[int, int]:
+    """(line, byte column) where a located node ends (its start when the parser gave no end)."""
+    line, col = start_of(node)
+    return getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or col
+
+
+def end_line(node: ast.AST) -> int:
+    return end_of(node)[0]

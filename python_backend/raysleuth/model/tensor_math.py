@@ -74,7 +74,7 @@ def number_summary(value, with_hash: bool) -> dict:
     except OverflowError:
         f = math.inf if value > 0 else -math.inf
     nan, inf = int(math.isnan(f)), int(math.isinf(f))
-    out = {"shape": [], "dtype": type(value).__name__, "device": None, "numel": 1}
+    out: dict = {"shape": [], "dtype": type(value).__name__, "device": None, "numel": 1}
     if nan or inf:
         out.update(mean=None, std=None, min=None, max=None, norm=None)
     else:
@@ -237,7 +237,8 @@ def numpy_summary(a, with_hash: bool) -> dict:
     import numpy as np  # already imported by the program: _numpy_array said so
 
     a = np.asarray(a)
-    out = {"shape": [int(d) for d in a.shape], "dtype": str(a.dtype), "device": "cpu", "numel": int(a.size)}
+    shape = [int(d) for d in a.shape]
+    out: dict = {"shape": shape, "dtype": str(a.dtype), "device": "cpu", "numel": int(a.size)}
     if a.dtype.kind not in "biufc":
         raise TypeError(f"no statistics for dtype {a.dtype}")
     with np.errstate(all="ignore"):

@@ -15,7 +15,7 @@ from raysleuth.broker import dap_front, oneport
 from raysleuth.broker.dap_front import DapFrontDoor
 from raysleuth.broker.events import DROPPED, QUEUE_SIZE, EventHub
 from raysleuth.broker.oneport import Gate, serve_one_port
-from raysleuth.dap.framing import FramingError, read_message
+from raysleuth.dap.framing import FramingError, bound_reader, read_message
 
 
 def frame(msg: dict) -> bytes:
@@ -25,12 +25,12 @@ def frame(msg: dict) -> bytes:
 
 async def test_a_message_over_the_readers_bound_or_slower_than_its_timeout_is_refused():
     r = asyncio.StreamReader()
-    r.dap_max_bytes = 100
+    bound_reader(r, 100)
     r.feed_data(b"Content-Length: 101\r\n\r\n")
     with pytest.raises(FramingError, match="at most 100 bytes"):
         await read_message(r)
     r = asyncio.StreamReader()
-    r.dap_body_timeout = 0.2
+    bound_reader(r, 1 << 20, 0.2)
     r.feed_data(b"Content-Length: 50\r\n\r\n{")  # the rest never comes
     with pytest.raises(FramingError, match="did not come within 0.2 s"):
         await read_message(r)

@@ -10,6 +10,14 @@ never runs bare. Neither may print or raise into user code.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raysleuth.agent.backends.monitoring import MonitoringBackend
+    from raysleuth.agent.backends.rewrite import RewriteBackend
+
+    Backend = MonitoringBackend | RewriteBackend
+
 import os
 import sys
 
@@ -22,7 +30,7 @@ def use_monitoring() -> bool:
     return sys.version_info >= (3, 12)
 
 
-def make_backend(hook, on_line):
+def make_backend(hook, on_line) -> Backend:
     """The backend for this interpreter: `hook(line)` is called by rewritten code (frame one up),
     `on_line(code, line)` by sys.monitoring."""
     if use_monitoring():

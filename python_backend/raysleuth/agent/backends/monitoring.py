@@ -36,14 +36,11 @@ class MonitoringBackend:
     def __init__(self, on_line) -> None:
         mon = sys.monitoring
         self._mon = mon
-        self.tool = None
-        for tool in (4, 3, 5, 2):
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, "raysleuth")
-                self.tool = tool
-                break
-        if self.tool is None:
+        free = [t for t in (4, 3, 5, 2) if mon.get_tool(t) is None]
+        if not free:
             raise RuntimeError("no free sys.monitoring tool id")
+        self.tool: int = free[0]
+        mon.use_tool_id(self.tool, "raysleuth")
         mon.register_callback(self.tool, mon.events.LINE, on_line)
         self._codes: dict[int, types.CodeType] = {}
         """Code objects with LINE events on for the current set."""
