@@ -16,8 +16,12 @@ import socket
 import sys
 import tempfile
 import threading
+from typing import TYPE_CHECKING
 
 from raysleuth.agent.log import swallow
+
+if TYPE_CHECKING:
+    from raysleuth.agent.port import AgentPort
 
 _listener: dict | None = None
 """This worker's debugpy listener once opened ({path} or {host, port}; one per process)."""
@@ -324,7 +328,7 @@ def debugpy_will_stop(frame, line: int) -> bool:
     return False
 
 
-def stop_here(agent, frame, point_id: str | None) -> None:
+def stop_here(agent: AgentPort, frame, point_id: str | None) -> None:
     """Stop this thread at `frame` in debugpy, waiting for a client (the broker) first.
 
     `agent` is told (`poke`) when the pause starts and ends, so the worker table shows it.

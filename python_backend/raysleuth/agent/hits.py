@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from raysleuth.agent import debugger
 from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.agent.points import ArmedPoint
 from raysleuth.limits import EXPRESSION_BUDGET_S, MAX_LOG_LINE_CHARS
 from raysleuth.model.tensors import nothing_to_summarize, summarize
+
+if TYPE_CHECKING:
+    from raysleuth.agent.port import AgentPort
 
 clock = time.monotonic
 """The logpoint rate's clock (a seam for the tests)."""
@@ -80,7 +84,7 @@ class Hits:
     and `log` (for a stop).
     """
 
-    def __init__(self, agent) -> None:
+    def __init__(self, agent: AgentPort) -> None:
         self.agent = agent
         self._local = threading.local()
         """`busy` while this thread is in a hit: a condition or repr that runs armed code does

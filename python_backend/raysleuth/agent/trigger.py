@@ -29,12 +29,13 @@ from raysleuth.agent.running import RunningFrames
 
 if TYPE_CHECKING:
     from raysleuth.agent.backends import Backend
+    from raysleuth.agent.port import AgentPort
 
 
 class Trigger:
     """This worker's armed points. Armed from the agent thread; the hook runs in user threads."""
 
-    def __init__(self, agent) -> None:
+    def __init__(self, agent: AgentPort) -> None:
         self.agent = agent
         self._lock = threading.RLock()
         self._hit = Hits(agent).hit
