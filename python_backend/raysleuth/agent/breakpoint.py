@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from raysleuth.agent import debugger
+from raysleuth.agent import debugger, stops
 from raysleuth.agent.log import swallow, swallowed
 
 RAY_HOOK = "ray.util.rpdb.set_trace"
@@ -39,16 +39,14 @@ def set_trace(breakpoint_uuid=None):
     caller = sys._getframe(1)
     try:
         debugger.open_listener()
-        debugger.set_paused(
-            {"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"}
-        )
+        stops.set_paused({"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"})
         _poke()
     except Exception:  # noqa: BLE001 - Ray's own path still works without us
         swallow("opening our listener for breakpoint()")
-        debugger.set_paused(None)
+        stops.set_paused(None)
     try:
         # Same call depth as Ray's rpdb.set_trace: Ray stops at this frame's caller's caller.
         return ray_debugpy.set_trace(breakpoint_uuid)
     finally:
-        debugger.set_paused(None)
+        stops.set_paused(None)
         _poke()

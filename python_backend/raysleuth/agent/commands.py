@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 
-from raysleuth.agent import debugger
+from raysleuth.agent import debugger, stops
 from raysleuth.agent.threads import hide_from_debugger
 from raysleuth.limits import EVALUATE_BUDGET_S
 
@@ -54,7 +54,7 @@ def evaluate(expression: str) -> dict:
     """Evaluate in the frame where this worker is paused now (after any stepping)."""
     from raysleuth.agent.capture import bounded_repr
 
-    tid = debugger.paused_thread()
+    tid = stops.paused_thread()
     if tid is None:  # paused from the editor (DAP pause) or stepping: the task thread
         tid = threading.main_thread().ident
     frame = user_frame(sys._current_frames().get(tid)) if tid is not None else None
@@ -126,7 +126,7 @@ def run(agent, command: dict) -> dict:
     if op == "evaluate":
         return evaluate(str(command.get("expression", "")))
     if op == "resume":
-        return {"ok": True, "resumed": debugger.resume_waiting()}
+        return {"ok": True, "resumed": stops.resume_waiting()}
     if op == "digests":
         return {"ok": True, "digests": file_digests(command["root"], list(command.get("paths") or []))}
     if op == "listen":

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from raysleuth.agent import taskgate
+from raysleuth.agent import stops, taskgate
 from raysleuth.agent.arming import Arming, points_from_kv
 from raysleuth.agent.identity import Identity, fault_file, ray_connected
 from raysleuth.agent.log import swallow
@@ -288,8 +288,7 @@ class Agent:
 
     def _resume_waiting_threads(self) -> None:
         """Watchdog: with the broker gone nobody can attach, so a thread waiting for one runs on."""
-        dbg = sys.modules.get("raysleuth.agent.debugger")
-        if dbg is not None and dbg.resume_waiting():
+        if stops.resume_waiting():
             self.log.warning("%s: the broker is gone; a thread waiting for a debugger runs on", self)
 
     def _run_command(self, command: dict) -> None:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
+from raysleuth.agent import stops
 from raysleuth.agent.log import swallow
 
 if TYPE_CHECKING:
@@ -31,23 +32,6 @@ _listener_lock = threading.Lock()
 _access_token: str | None = None
 """The secret a client must send (`pydevdAuthorize`) before debugpy answers anything else; the
 broker gets it with the listener's port, through Ray, never through a file or the network."""
-
-_paused_at: dict | None = None
-"""{path, line, reason[, breakpoint]} while a thread of this worker is stopped, for the worker table."""
-
-_paused_thread: int | None = None
-"""Ident of the thread that is stopped (evaluate runs in its frame)."""
-
-
-class WaitCancel(threading.Event):
-    """A wait for a debugger that ends early: `resumed` tells it apart from an attach."""
-
-    resumed = False
-
-
-_resume_events: set[WaitCancel] = set()
-"""One per thread waiting for a debugger in `wait_for_client()`; set by `resume_waiting()`."""
-
 
 # --- the listener ----------------------------------------------------------------------------
 
@@ -236,24 +220,6 @@ def tune_debugger_sockets() -> bool:
 # --- the paused state ------------------------------------------------------------------------
 
 
-def set_paused(where: dict | None) -> None:
-    """Note that the calling thread stops at `where` ({path, line, reason}), or runs again (None)."""
-    global _paused_at, _paused_thread
-    _paused_at = where
-    _paused_thread = threading.get_ident() if where is not None else None
-
-
-def paused_at() -> dict | None:
-    """Where this worker is stopped now (a copy), or None."""
-    where = _paused_at
-    return dict(where) if where is not None else None
-
-
-def paused_thread() -> int | None:
-    """The ident of the stopped thread, or None (paused from the editor, or stepping)."""
-    return _paused_thread
-
-
 # --- waiting for a client ----------------------------------------------------------------------
 
 
@@ -263,11 +229,10 @@ def wait_for_client(timeout: float | None = None) -> bool:
 
     if pydevd._is_attached():
         return True
-    ev = WaitCancel()
-    _resume_events.add(ev)
+    ev = stops.new_wait()
     timer = None
     if timeout is not None:
-        timer = threading.Timer(timeout, resume_one, (ev,))
+        timer = threading.Timer(timeout, stops.resume_one, (ev,))
         timer.daemon = True
         timer.start()
     try:
@@ -279,26 +244,10 @@ def wait_for_client(timeout: float | None = None) -> bool:
         else:
             pydevd._wait_for_attach(cancel=ev)
     finally:
-        _resume_events.discard(ev)
+        stops.wait_ended(ev)
         if timer is not None:
             timer.cancel()
     return not ev.resumed and pydevd._is_attached()
-
-
-def resume_one(ev: WaitCancel) -> None:
-    """Let one waiting thread go on without a debugger (pydevd sets the event itself on attach:
-    `resumed` tells the two apart)."""
-    ev.resumed = True
-    ev.set()
-
-
-def resume_waiting() -> int:
-    """Let every thread that waits for a debugger go on without one ("Continue all paused", or
-    the watchdog when the broker is gone). Returns how many there were."""
-    evs = list(_resume_events)
-    for ev in evs:
-        resume_one(ev)
-    return len(evs)
 
 
 # --- stopping ----------------------------------------------------------------------------------
@@ -341,7 +290,7 @@ def stop_here(agent: AgentPort, frame, point_id: str | None) -> None:
     except Exception:  # noqa: BLE001
         agent.log.exception("opening the debugger for a breakpoint failed")
         return
-    set_paused(
+    stops.set_paused(
         {"path": frame.f_code.co_filename, "line": line, "reason": "breakpoint", "breakpoint": point_id}
     )
     agent.poke()
@@ -351,7 +300,7 @@ def stop_here(agent: AgentPort, frame, point_id: str | None) -> None:
     except Exception:  # noqa: BLE001
         agent.log.exception("stopping in debugpy failed")
     finally:
-        set_paused(None)
+        stops.set_paused(None)
         agent.poke()
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 
-from raysleuth.agent import debugger
+from raysleuth.agent import debugger, stops
 from raysleuth.agent.log import swallow
 
 HOLD_ENV = "RAYSLEUTH_POSTMORTEM_HOLD"
@@ -37,8 +37,6 @@ MAX_EVENTS = 20
 SKIPPED_TYPES = ("KeyboardInterrupt", "SystemExit", "GeneratorExit", "AsyncioActorExit", "TaskCancelledError")
 """Exceptions that end a task on purpose: no crash record."""
 
-crashed: dict | None = None
-"""{crash, path, line, reason, held_until} while this worker is held after a crash."""
 
 _in_capture = threading.local()
 _installed = False
@@ -249,21 +247,22 @@ def on_exception(agent, exc_info) -> None:
 
 
 def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
-    global crashed
     debugger.open_listener()
     top = record["frames"][0] if record["frames"] else {}
-    crashed = {
-        "crash": crash_id,
-        "path": top.get("path"),
-        "line": top.get("line"),
-        "reason": "exception",
-        "held_until": time.time() + hold,
-    }
+    stops.set_crashed(
+        {
+            "crash": crash_id,
+            "path": top.get("path"),
+            "line": top.get("line"),
+            "reason": "exception",
+            "held_until": time.time() + hold,
+        }
+    )
     agent.poke()
     agent.log.info("%s holds crash %s for %.0f s", agent, crash_id, hold)
     try:
         if debugger.wait_for_client(timeout=hold) and not debugger.stop_at_exception(exc_info):
             agent.log.warning("this debugpy cannot stop at an exception: crash %s goes on", crash_id)
     finally:
-        crashed = None
+        stops.set_crashed(None)
         agent.poke()

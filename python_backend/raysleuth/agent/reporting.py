@@ -7,10 +7,10 @@ imports nothing that is not loaded already (no debugger, no post-mortem).
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from raysleuth.agent import rank as rank_mod
+from raysleuth.agent import stops
 from raysleuth.agent.deadlines import paused_deadlines
 from raysleuth.agent.identity import Identity
 from raysleuth.agent.log import swallow
@@ -35,15 +35,13 @@ def build_report(identity: Identity, source: str, bp_version: str, trigger) -> d
     info.update(rank=r.rank, local_rank=r.local_rank, world_size=r.world_size, rank_source=r.source)
     info["gpu_ids"] = _gpu_ids()
     info["state"] = "running"
-    dbg = sys.modules.get("raysleuth.agent.debugger")  # not loaded: nothing was ever stopped
-    paused = dbg.paused_at() if dbg is not None else None
+    paused = stops.paused_at()
     if paused is not None:
         info["state"] = "paused"
         info["paused_at"] = paused
         info["deadlines"] = paused_deadlines(r.source)
-    pm = sys.modules.get("raysleuth.agent.postmortem")
-    if pm is not None and pm.crashed is not None:
-        c = pm.crashed
+    c = stops.crashed
+    if c is not None:
         info["state"] = "crashed"
         info["paused_at"] = {"path": c["path"], "line": c["line"], "reason": "exception"}
         info["crash"] = c["crash"]

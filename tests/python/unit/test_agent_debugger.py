@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from raysleuth.agent import debugger
+from raysleuth.agent import debugger, stops
 
 
 @pytest.fixture
@@ -27,13 +27,13 @@ def fake_pydevd(monkeypatch):
 
 def test_paused_state_is_the_calling_threads_and_cleared_again():
     where = {"path": "/job.py", "line": 12, "reason": "breakpoint"}
-    debugger.set_paused(where)
+    stops.set_paused(where)
     try:
-        assert debugger.paused_at() == where and debugger.paused_at() is not where
-        assert debugger.paused_thread() == threading.get_ident()
+        assert stops.paused_at() == where and stops.paused_at() is not where
+        assert stops.paused_thread() == threading.get_ident()
     finally:
-        debugger.set_paused(None)
-    assert debugger.paused_at() is None and debugger.paused_thread() is None
+        stops.set_paused(None)
+    assert stops.paused_at() is None and stops.paused_thread() is None
 
 
 def test_resume_waiting_lets_a_thread_waiting_for_a_client_go_on(fake_pydevd):
@@ -41,11 +41,11 @@ def test_resume_waiting_lets_a_thread_waiting_for_a_client_go_on(fake_pydevd):
     th = threading.Thread(target=lambda: result.setdefault("attached", debugger.wait_for_client()))
     th.start()
     deadline = time.monotonic() + 5
-    while debugger.resume_waiting() == 0 and time.monotonic() < deadline:
+    while stops.resume_waiting() == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     th.join(5)
     assert result == {"attached": False}
-    assert debugger.resume_waiting() == 0  # nobody waits any more
+    assert stops.resume_waiting() == 0  # nobody waits any more
 
 
 def test_wait_for_client_gives_up_after_its_timeout(fake_pydevd):
@@ -85,4 +85,4 @@ def test_stop_here_logs_and_returns_when_the_listener_cannot_open(monkeypatch):
     agent = Agent()
     debugger.stop_here(agent, sys._getframe(), "bp-1")  # must not raise into the task
     assert agent.errors == ["opening the debugger for a breakpoint failed"]
-    assert agent.pokes == 0 and debugger.paused_at() is None
+    assert agent.pokes == 0 and stops.paused_at() is None
