@@ -40,7 +40,7 @@ class NodeRelay:
         return ray.get_runtime_context().get_node_id()
 
     async def doctor(self, broker_time: float) -> list[dict]:
-        """`raysleuth doctor`'s checks of this node (raysleuth/doctor.py), in a thread."""
+        """`raysleuth doctor`'s checks of this node (raysleuth/cli/doctor.py), in a thread."""
         from raysleuth.nodecheck import node_checks
 
         return await asyncio.to_thread(node_checks, broker_time)

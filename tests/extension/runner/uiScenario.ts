@@ -23,7 +23,7 @@ export interface ScenarioContext {
 
 /** The line of the demo's Trainer.step that every rank passes once per step. */
 function demoEventLine(root: string): { file: string; line: number } {
-  const file = path.join(root, "python_backend", "raysleuth", "demo.py");
+  const file = path.join(root, "python_backend", "raysleuth", "cli", "demo.py");
   const line = fs.readFileSync(file, "utf8").split("\n").findIndex((l) => l.includes('raysleuth.event("step"')) + 1;
   if (line <= 0) {
     throw new Error(`no raysleuth.event("step", ...) line in ${file}`);

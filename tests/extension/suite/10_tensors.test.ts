@@ -20,7 +20,7 @@ import { getEvents } from "../../../extension/broker/telemetryClient";
 import { Fixture, connectedExtension, extensionRoot, startFixture, waitFor } from "./helpers";
 
 const DEMO_RANKS = [0, 1, 2, 3];
-/** The demo's rank whose `grad` differs (python_backend/raysleuth/demo.py BAD_RANK). */
+/** The demo's rank whose `grad` differs (python_backend/raysleuth/cli/demo.py BAD_RANK). */
 const BAD_RANK = 2;
 /** The GPU job's actor rank (apart from 1_cluster's rank 9). */
 const GPU_RANK = 8;
@@ -80,7 +80,7 @@ describe("Tensors across ranks, GPU memory and the timeline against the demo's r
 
   it("Compare Across Ranks on the selected `grad` in demo.py: each rank evaluates it once at that line, rank 2 flagged", async function () {
     this.timeout(90_000);
-    const demoPy = path.join(root, "python_backend", "raysleuth", "demo.py");
+    const demoPy = path.join(root, "python_backend", "raysleuth", "cli", "demo.py");
     const lines = fs.readFileSync(demoPy, "utf8").split("\n");
     const index = lines.findIndex((l) => l.includes('raysleuth.inspect("grad", grad'));
     assert.ok(index >= 0, `the inspect line in ${demoPy}`);

@@ -92,7 +92,7 @@ describe("Debug sessions against the demo's real broker", () => {
   it("a click on rank 1 attaches a session under the Ray cluster session that stops at an editor breakpoint in Trainer.step", async function () {
     this.timeout(90_000);
     const root = extensionRoot();
-    const demoPy = path.join(root, "python_backend", "raysleuth", "demo.py");
+    const demoPy = path.join(root, "python_backend", "raysleuth", "cli", "demo.py");
     const index = fs.readFileSync(demoPy, "utf8").split("\n").findIndex((l) => l.includes(LINE_TEXT));
     assert.ok(index >= 0, `"${LINE_TEXT}" in ${demoPy}`);
     const line = index + 1;

@@ -8,9 +8,9 @@ import types
 import pytest
 from broker_fakes import FakeAgents
 
-from raysleuth import breakcmd
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.points import PointService, PointSet
+from raysleuth.cli import breaks as breakcmd
 from raysleuth.errors import BadRequest, NotFound
 from raysleuth.model.point import Point
 

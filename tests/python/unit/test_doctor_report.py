@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raysleuth.doctor import format_report, run_doctor
+from raysleuth.cli.doctor import format_report, run_doctor
 from raysleuth.nodecheck import _flight_recorder, node_checks
 from raysleuth.pyspy import find_binary
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raysleuth.eventscmd import format_list, to_trace
+from raysleuth.cli.events import format_list, to_trace
 
 
 def ev(seq, t, name, rank=None, pid=10, **fields):

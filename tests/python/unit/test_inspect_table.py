@@ -174,7 +174,7 @@ def test_logpoints_and_reprs_show_an_array_by_its_summary():
 
 
 def test_the_cli_table_marks_the_rank_that_differs_and_says_why():
-    from raysleuth.inspectcmd import format_table
+    from raysleuth.cli.inspect import format_table
 
     rows = grads({2: 1e-3})
     for r in rows:

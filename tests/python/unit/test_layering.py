@@ -11,18 +11,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[3] / "python_backend" / "raysleuth"
 
-CLI_MODULES = {
-    "raysleuth.cli",
-    "raysleuth.breakcmd",
-    "raysleuth.crashcmd",
-    "raysleuth.eventscmd",
-    "raysleuth.inspectcmd",
-    "raysleuth.stackscmd",
-    "raysleuth.terminal",
-    "raysleuth.doctor",
-    "raysleuth.demo",
-    "raysleuth.__main__",
-}
+CLI = ("raysleuth.cli", "raysleuth.__main__")
 """The command line: nothing below it may import it."""
 
 
@@ -93,7 +82,7 @@ def imports_across(rooms: tuple[str, ...], forbidden: tuple[str, ...]) -> list[t
         for m, ts in graph().items()
         if any(in_room(m, r) for r in rooms)
         for t in ts
-        if any(in_room(t, f) for f in forbidden) or t in CLI_MODULES
+        if any(in_room(t, f) for f in (*forbidden, *CLI))
     ]
 
 

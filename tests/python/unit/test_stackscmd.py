@@ -7,8 +7,8 @@ import io
 import json
 from types import SimpleNamespace
 
-from raysleuth import stackscmd
 from raysleuth.cli import build_parser
+from raysleuth.cli import stacks as stackscmd
 
 RESULT = {"workers": [{"worker": "w0"}], "elapsed_ms": 41.7, "text": "job 01: 1 worker(s)\n  rank 0 (1): f"}
 

@@ -27,7 +27,7 @@ def cmd_broker(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from raysleuth.table import format_workers
+    from raysleuth.cli.table import format_workers
 
     workers = _client(args).workers()
     if args.json:
@@ -42,8 +42,8 @@ def cmd_list(args) -> int:
 def cmd_attach(args) -> int:
     import asyncio
 
+    from raysleuth.cli.attach import run_attach, split_target
     from raysleuth.errors import BadRequest
-    from raysleuth.terminal import run_attach, split_target
 
     if not args.worker and args.rank is None:
         raise BadRequest(
@@ -56,43 +56,43 @@ def cmd_attach(args) -> int:
 
 
 def cmd_break(args) -> int:
-    from raysleuth.breakcmd import run_break
+    from raysleuth.cli.breaks import run_break
 
     return run_break(_client(args), args)
 
 
 def cmd_logs(args) -> int:
-    from raysleuth.breakcmd import follow_logs
+    from raysleuth.cli.breaks import follow_logs
 
     return follow_logs(_client(args), json_out=args.json, follow=args.follow)
 
 
 def cmd_crashes(args) -> int:
-    from raysleuth.crashcmd import run_crashes
+    from raysleuth.cli.crashes import run_crashes
 
     return run_crashes(_client(args), args.id, args.json)
 
 
 def cmd_events(args) -> int:
-    from raysleuth.eventscmd import run_events
+    from raysleuth.cli.events import run_events
 
     return run_events(_client(args), args.since, args.name, args.json, args.export)
 
 
 def cmd_inspect(args) -> int:
-    from raysleuth.inspectcmd import run_inspect
+    from raysleuth.cli.inspect import run_inspect
 
     return run_inspect(_client(args), args.name, args.step, args.rtol, args.json)
 
 
 def cmd_stacks(args) -> int:
-    from raysleuth.stackscmd import run_stacks
+    from raysleuth.cli.stacks import run_stacks
 
     return run_stacks(_client(args), args)
 
 
 def cmd_doctor(args) -> int:
-    from raysleuth.doctor import run_doctor
+    from raysleuth.cli.doctor import run_doctor
 
     return run_doctor(_client(args), args.json)
 
@@ -104,7 +104,7 @@ def cmd_lsp(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from raysleuth.demo import run_demo
+    from raysleuth.cli.demo import run_demo
 
     return run_demo(state_dir=args.state_dir, steps=args.steps, forever=args.forever)
 

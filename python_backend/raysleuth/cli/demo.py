@@ -109,9 +109,9 @@ def _say(msg: str) -> None:
 
 def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
     from raysleuth.broker.process import start_broker
+    from raysleuth.cli.table import format_workers
     from raysleuth.client import BrokerClient
     from raysleuth.errors import SleuthError
-    from raysleuth.table import format_workers
 
     sd = resolve_state_dir(state_dir)
     if _live_broker_file(sd):
