@@ -81,7 +81,7 @@ def job(address: str, n: int) -> None:
 
 def main() -> None:
     from raysleuth.client import BrokerClient
-    from raysleuth.nodelogs import fatal_checks
+    from raysleuth.probes.logs import fatal_checks
 
     n = max(4, STARTS // (TASKS + ACTORS))
     os.environ["RAYSLEUTH"] = "1"  # the raylet's workers inherit it: the agent in every worker

@@ -135,7 +135,7 @@ DELIBERATE_ABORTS: set[int] = set()
 def fatal_checks_in(*session_dirs: str) -> list[dict]:
     """Every fatal Ray check (`] C ` line) in the worker logs of these session folders, but for
     the workers in DELIBERATE_ABORTS."""
-    from raysleuth.nodelogs import fatal_checks
+    from raysleuth.probes.logs import fatal_checks
 
     found = [f for d in dict.fromkeys(session_dirs) for f in fatal_checks(os.path.join(d, "logs"))]
     expected = tuple(s for pid in DELIBERATE_ABORTS for s in (f"-{pid}.err", f"_{pid}.log"))

@@ -252,7 +252,7 @@ class Agent:
     # --- the loop -----------------------------------------------------------------------------
 
     def _loop(self) -> None:
-        from raysleuth import gpu
+        from raysleuth.probes import gpu
 
         while not self._stop.is_set():
             info = self.report()

@@ -173,8 +173,8 @@ def _raise_frames(exc, tb) -> list:
 
 def build_record(agent, exc_info) -> dict:
     """The crash record of `exc_info` (the exception being handled), bounded in size and time."""
-    from raysleuth import gpu
     from raysleuth.agent import capture
+    from raysleuth.probes import gpu
 
     t0 = time.perf_counter()
     exc_type, exc, tb = exc_info

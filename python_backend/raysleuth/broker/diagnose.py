@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from raysleuth import names
-from raysleuth.nodecheck import check
+from raysleuth.probes.checks import check
 
 DOCTOR_TIMEOUT_S = 30.0
 """How long the doctor waits for a node's relay (a first start included)."""

@@ -41,24 +41,24 @@ class NodeRelay:
 
     async def doctor(self, broker_time: float) -> list[dict]:
         """`raysleuth doctor`'s checks of this node (raysleuth/cli/doctor.py), in a thread."""
-        from raysleuth.nodecheck import node_checks
+        from raysleuth.probes.checks import node_checks
 
         return await asyncio.to_thread(node_checks, broker_time)
 
     async def pyspy_dump(self, pid: int, native: bool = False, timeout: float = 5.0) -> dict:
-        """`py-spy dump` of a process on this node (raysleuth/pyspy.py), for a worker whose agent
+        """`py-spy dump` of a process on this node (raysleuth/probes/pyspy.py), for a worker whose agent
         cannot answer; in a thread, so that DAP bytes keep flowing meanwhile."""
-        from raysleuth.pyspy import dump
+        from raysleuth.probes.pyspy import dump
 
         return await asyncio.to_thread(dump, pid, native, timeout)
 
     async def worker_log(
         self, worker_id: str, pid: int | None, stream: str, offset: int, max_bytes: int
     ) -> dict:
-        """A byte range of a worker's stdout or stderr file on this node (raysleuth/nodelogs.py),
+        """A byte range of a worker's stdout or stderr file on this node (raysleuth/probes/logs.py),
         or {error, hint} when there is none."""
-        from raysleuth.nodelogs import find_worker_log, read_range
         from raysleuth.paths import ray_log_dir
+        from raysleuth.probes.logs import find_worker_log, read_range
 
         log_dir = ray_log_dir()
         path = find_worker_log(log_dir, worker_id, pid, stream)
@@ -72,9 +72,9 @@ class NodeRelay:
 
     async def fatal_check(self, worker_id: str, pid: int | None) -> dict | None:
         """The fatal Ray check a dead worker of this node died of ({check, file, text}), or None
-        (raysleuth/nodelogs.py)."""
-        from raysleuth.nodelogs import worker_fatal_check
+        (raysleuth/probes/logs.py)."""
         from raysleuth.paths import ray_log_dir
+        from raysleuth.probes.logs import worker_fatal_check
 
         return await asyncio.to_thread(worker_fatal_check, ray_log_dir(), worker_id, pid)
 

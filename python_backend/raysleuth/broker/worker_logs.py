@@ -5,7 +5,7 @@ relay in byte ranges: `GET /v1/workers/{id}/logs?stream=&offset=&max=`.
 from __future__ import annotations
 
 from raysleuth.errors import BadRequest, NotFound
-from raysleuth.nodelogs import MAX_CHUNK, STREAMS
+from raysleuth.probes.logs import MAX_CHUNK, STREAMS
 
 
 class WorkerLogs:

@@ -191,7 +191,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
 
 def _say_ray_aborts(session_dir: str) -> int:
     """Workers Ray aborted during the demo (its fatal checks, in the session's worker logs)."""
-    from raysleuth.nodelogs import fatal_checks
+    from raysleuth.probes.logs import fatal_checks
 
     found = fatal_checks(os.path.join(session_dir, "logs"))
     for f in found:

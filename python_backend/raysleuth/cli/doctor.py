@@ -1,4 +1,4 @@
-"""`raysleuth doctor [--json]`: the report of every node's checks (raysleuth/nodecheck.py, run in
+"""`raysleuth doctor [--json]`: the report of every node's checks (raysleuth/probes/checks.py, run in
 each node's relay) and the broker's own, as text or JSON; a `fail` makes the command exit 1.
 """
 

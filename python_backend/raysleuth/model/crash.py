@@ -37,7 +37,7 @@ class CrashRecord:
     #: The last GPU sample of the worker (NVML), or None.
     cuda_memory: dict | None = None
     #: At a CUDA out-of-memory error: torch's memory_summary() text, the allocator's largest
-    #: live blocks and the largest CUDA tensors Python held (raysleuth/gpu.py), else None.
+    #: live blocks and the largest CUDA tensors Python held (raysleuth/probes/gpu.py), else None.
     ray_check: dict | None = None
     #: The fatal Ray check that aborted the process: {check (`file.h:66: Check failed: ...`), file
     #: (the log it is in, on the worker's node), text (the line and Ray's stack)}, else None.

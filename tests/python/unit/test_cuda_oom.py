@@ -1,4 +1,4 @@
-"""CUDA memory at an out-of-memory error (raysleuth/gpu.py, agent/postmortem.py): a real
+"""CUDA memory at an out-of-memory error (raysleuth/probes/gpu.py, agent/postmortem.py): a real
 torch.OutOfMemoryError raised and caught here, torch.cuda faked at its seam (fake_cuda, as on
 a machine without a GPU), the record built by the agent's own code and read by the broker's."""
 
@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from raysleuth import gpu
 from raysleuth.agent import postmortem
 from raysleuth.broker.crashes import hint_for
 from raysleuth.model.crash import CrashRecord
+from raysleuth.probes import gpu as gpu
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 GIB = 1 << 30

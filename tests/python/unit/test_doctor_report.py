@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from raysleuth.cli.doctor import format_report, run_doctor
-from raysleuth.nodecheck import _flight_recorder, node_checks
-from raysleuth.pyspy import find_binary
+from raysleuth.probes.checks import _flight_recorder, node_checks
+from raysleuth.probes.pyspy import find_binary
 
 BACKEND = Path(__file__).resolve().parents[3] / "python_backend"
 
@@ -82,8 +82,8 @@ def test_py_spy_may_read_processes_here_or_says_how_to_allow_it():
 
 REFUSED = """
 import ctypes, json, os
-from raysleuth.nodecheck import node_checks  # first: user nobody may not read this Python's stdlib
-import raysleuth.pyspy, subprocess, linecache, importlib.metadata, shutil
+from raysleuth.probes.checks import node_checks  # first: user nobody may not read this Python's stdlib
+import raysleuth.probes.pyspy, subprocess, linecache, importlib.metadata, shutil
 os.setgid(65534)
 os.setgroups([])
 os.setuid(65534)
@@ -131,7 +131,7 @@ def test_the_flight_recorder_check_reads_the_workers_environment():
 
 def test_the_node_checks_never_import_torch():
     """They run in the relay: torch's version is read from its installed metadata only."""
-    code = "import sys\nfrom raysleuth.nodecheck import node_checks\nnode_checks()\n"
+    code = "import sys\nfrom raysleuth.probes.checks import node_checks\nnode_checks()\n"
     code += "print('torch' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -151,7 +151,7 @@ def test_without_torch_the_flight_recorder_check_only_informs():
 
 
 def test_the_pause_timeouts_check_says_how_long_a_train_worker_may_stay_paused():
-    from raysleuth.nodecheck import TRAIN_HEALTH_ENV, _pause_timeouts
+    from raysleuth.probes.checks import TRAIN_HEALTH_ENV, _pause_timeouts
 
     unset = _pause_timeouts(lambda key: None)
     assert unset["status"] == "info" and "600 s" in unset["detail"] and TRAIN_HEALTH_ENV in unset["hint"]

@@ -69,8 +69,7 @@ def _packages_of(name: str) -> set[str]:
 
 SHARED = (
     "raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow",
-    "raysleuth.paths", "raysleuth.gpu", "raysleuth.nodecheck", "raysleuth.nodelogs", "raysleuth.pyspy",
-    "raysleuth.versions",
+    "raysleuth.paths", "raysleuth.probes", "raysleuth.versions",
 )  # fmt: skip
 """Modules every side may use: they import neither the broker, the agent nor the CLI."""
 

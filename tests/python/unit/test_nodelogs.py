@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from raysleuth.nodelogs import (
+from raysleuth.probes.logs import (
     MAX_CHUNK,
     fatal_checks,
     fatal_in_text,

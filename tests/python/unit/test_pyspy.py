@@ -1,4 +1,4 @@
-"""Stacks read from outside with the real py-spy (raysleuth/pyspy.py), on real child processes."""
+"""Stacks read from outside with the real py-spy (raysleuth/probes/pyspy.py), on real child processes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raysleuth import pyspy
+from raysleuth.probes import pyspy as pyspy
 
 BACKEND = Path(__file__).resolve().parents[3] / "python_backend"
 
@@ -118,7 +118,7 @@ def test_a_dump_that_takes_too_long_is_cut_off(sleeper):
 
 REFUSED = """
 import json, os, sys
-from raysleuth import pyspy  # imported first: user nobody may not read this Python's stdlib
+from raysleuth.probes import pyspy as pyspy  # imported first: user nobody may not read this Python's stdlib
 os.setgid(65534)
 os.setgroups([])
 os.setuid(65534)
