@@ -12,7 +12,8 @@ import time
 
 import ray
 
-from raysleuth import names, pyspy
+from raysleuth import names
+from raysleuth.probes import pyspy
 
 
 def test_doctor_checks_every_node_through_its_relay_and_the_broker(broker, client):
