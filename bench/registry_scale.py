@@ -50,7 +50,7 @@ class SimAgents:
     """A process full of simulated agents, each one coroutine doing the agent thread's loop."""
 
     def __init__(self, first: int, count: int) -> None:
-        from raysleuth import names
+        from raysleuth.shared import names
 
         self.registry = ray.get_actor(names.REGISTRY_ACTOR, namespace=names.NAMESPACE)
         self.infos = [report_of(first + i) for i in range(count)]

@@ -58,7 +58,7 @@ if not pth.exists():
     sys.exit(f"setup: {pth} is missing: reinstall with `pip install -e python_backend`")
 PY
   say "$(basename "$dir") ready: $("$dir/bin/python" --version), ray $("$dir/bin/python" -c \
-    'from raysleuth.versions import installed_ray_version as v; print(v())')"
+    'from raysleuth.shared.versions import installed_ray_version as v; print(v())')"
 }
 
 need_python() {

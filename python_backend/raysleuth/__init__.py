@@ -19,7 +19,7 @@ def init() -> None:
     On a Python or Ray outside the tested matrix it starts nothing and warns (RuntimeWarning)
     naming what to install.
     """
-    from raysleuth.versions import unsupported_message
+    from raysleuth.shared.versions import unsupported_message
 
     refused = unsupported_message()
     if refused:

@@ -2,7 +2,7 @@
 
 It must cost next to nothing and never fail: it only starts the agent in Ray worker processes
 (never in raylets, dashboards, drivers or debugpy's helper processes). On a Python or Ray outside
-the tested matrix (`raysleuth.versions`) it starts nothing and says so in one line on the worker's
+the tested matrix (`raysleuth.shared.versions`) it starts nothing and says so in one line on the worker's
 stderr (Ray shows it in the driver's output and the worker's log), naming what to install.
 """
 
@@ -17,7 +17,7 @@ def activate(argv: list, stderr=None) -> bool:
     """Start the agent if this is a Ray worker on a supported Python and Ray; True if it started."""
     if not _is_ray_worker(argv):
         return False
-    from raysleuth.versions import refusal, unsupported_message
+    from raysleuth.shared.versions import refusal, unsupported_message
 
     refused = unsupported_message()
     if refused:

@@ -17,11 +17,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from raysleuth.errors import BrokerUnreachable, SleuthError
-from raysleuth.paths import BROKER_FILE, TOKEN_FILE
-from raysleuth.paths import state_dir as resolve_state_dir
-from raysleuth.privfiles import check_state_dir
-from raysleuth.proof import HELLO_PATH, new_nonce, proven
+from raysleuth.shared.errors import BrokerUnreachable, SleuthError
+from raysleuth.shared.paths import BROKER_FILE, TOKEN_FILE
+from raysleuth.shared.paths import state_dir as resolve_state_dir
+from raysleuth.shared.privfiles import check_state_dir
+from raysleuth.shared.proof import HELLO_PATH, new_nonce, proven
 
 
 class BrokerClient:

@@ -57,7 +57,7 @@ def setup() -> None:
     errors of the agent are swallowed, errors of the user's own hook are the user's and propagate.
     """
     try:
-        from raysleuth.versions import refusal, unsupported_message
+        from raysleuth.shared.versions import refusal, unsupported_message
 
         refused = unsupported_message()
         if refused:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from raysleuth import names
 from raysleuth.agent.log import swallow
+from raysleuth.shared import names
 
 if TYPE_CHECKING:
     from raysleuth.agent.trigger import Trigger

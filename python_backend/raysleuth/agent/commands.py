@@ -10,7 +10,7 @@ import threading
 
 from raysleuth.agent import debugger, stops
 from raysleuth.agent.threads import hide_from_debugger
-from raysleuth.limits import EVALUATE_BUDGET_S
+from raysleuth.shared.limits import EVALUATE_BUDGET_S
 
 
 def file_digests(root: str, relpaths: list[str]) -> dict[str, str | None]:

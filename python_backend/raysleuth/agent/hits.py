@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from raysleuth.agent import debugger
 from raysleuth.agent.capture import bounded_repr, capture_frames
 from raysleuth.agent.points import ArmedPoint
-from raysleuth.limits import EXPRESSION_BUDGET_S, MAX_LOG_LINE_CHARS
 from raysleuth.model.tensors import nothing_to_summarize, summarize
+from raysleuth.shared.limits import EXPRESSION_BUDGET_S, MAX_LOG_LINE_CHARS
 
 if TYPE_CHECKING:
     from raysleuth.agent.port import AgentPort

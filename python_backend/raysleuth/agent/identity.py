@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import sys
 
-from raysleuth import names
 from raysleuth.agent import rank as rank_mod
 from raysleuth.agent.log import swallow
+from raysleuth.shared import names
 
 _fault_log = None
 """Our own faulthandler file, where Ray left faulthandler off."""
@@ -36,7 +36,7 @@ def fault_file() -> str | None:
         import faulthandler
 
         if not faulthandler.is_enabled():
-            from raysleuth.paths import ray_log_dir
+            from raysleuth.shared.paths import ray_log_dir
 
             path = os.path.join(ray_log_dir(), f"raysleuth-fault-{os.getpid()}.log")
             _fault_log = open(path, "a")  # noqa: SIM115 - stays open for the life of the process

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 _configured = False
 """Whether the agent's logger has its file handler yet."""
@@ -26,7 +26,7 @@ def agent_logger() -> logging.Logger:
         logger.propagate = False
         logger.setLevel(os.environ.get("RAYSLEUTH_AGENT_LOG_LEVEL", "INFO").upper())
         try:
-            from raysleuth.paths import ray_log_dir  # asks Ray: only once there is a record
+            from raysleuth.shared.paths import ray_log_dir  # asks Ray: only once there is a record
 
             path = os.path.join(ray_log_dir(), f"raysleuth-agent-{os.getpid()}.log")
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import time
 
-from raysleuth import names
 from raysleuth.agent import taskgate
+from raysleuth.shared import names
 
 LOOKUP_RETRY_S = float(os.environ.get("RAYSLEUTH_LOOKUP_RETRY_S", "3.0"))
 """Seconds between looks for the registry actor while no broker runs."""

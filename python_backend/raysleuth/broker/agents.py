@@ -11,9 +11,9 @@ import json
 import logging
 from typing import Any, cast
 
-from raysleuth import names
-from raysleuth.errors import SleuthError
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared import names
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from raysleuth.errors import BadRequest
+from raysleuth.shared.errors import BadRequest
 
 log = logging.getLogger(__name__)
 

@@ -51,10 +51,10 @@ from raysleuth.broker.table import WorkerTable
 from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.broker.timeline import Timeline
 from raysleuth.broker.worker_logs import WorkerLogs
-from raysleuth.errors import SleuthError
-from raysleuth.paths import BROKER_FILE
-from raysleuth.privfiles import secure_state_dir
-from raysleuth.swallow import swallowed
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.paths import BROKER_FILE
+from raysleuth.shared.privfiles import secure_state_dir
+from raysleuth.shared.swallow import swallowed
 
 log = logging.getLogger("raysleuth.broker")
 

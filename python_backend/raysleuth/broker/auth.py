@@ -8,9 +8,9 @@ import secrets
 import stat
 from pathlib import Path
 
-from raysleuth.errors import SleuthError
-from raysleuth.paths import TOKEN_FILE
-from raysleuth.privfiles import private_dir, write_private
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.paths import TOKEN_FILE
+from raysleuth.shared.privfiles import private_dir, write_private
 
 MIN_TOKEN_CHARS = 32
 """A token given by RAYSLEUTH_TOKEN: at least 128 bits even as hex."""

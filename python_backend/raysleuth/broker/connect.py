@@ -10,8 +10,8 @@ import socket
 import sys
 from pathlib import Path
 
-from raysleuth import names
-from raysleuth.errors import SleuthError
+from raysleuth.shared import names
+from raysleuth.shared.errors import SleuthError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def exposure_warning(host: str) -> str | None:
 
 def write_json(path: Path, data: dict) -> None:
     """Atomically, mode 0600."""
-    from raysleuth.privfiles import write_private
+    from raysleuth.shared.privfiles import write_private
 
     write_private(path, json.dumps(data, indent=1) + "\n")
 

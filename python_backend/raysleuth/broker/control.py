@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from raysleuth.errors import BadRequest, SleuthError
 from raysleuth.model.expr import check_expression
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import BadRequest, SleuthError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from raysleuth.model.crash import KINDS, CrashRecord
-from raysleuth.privfiles import private_dir, write_private
+from raysleuth.shared.privfiles import private_dir, write_private
 
 log = logging.getLogger("raysleuth.broker")
 

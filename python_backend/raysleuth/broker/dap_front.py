@@ -9,13 +9,13 @@ import logging
 
 from raysleuth.broker.dap_session import DapSession
 from raysleuth.dap.framing import bound_reader
-from raysleuth.limits import (
+from raysleuth.shared.limits import (
     ATTACH_WITHIN_S,
     DAP_BODY_TIMEOUT_S,
     MAX_DAP_MESSAGE,
     MAX_DAP_MESSAGE_BEFORE_ATTACH,
 )
-from raysleuth.swallow import swallowed
+from raysleuth.shared.swallow import swallowed
 
 log = logging.getLogger(__name__)
 

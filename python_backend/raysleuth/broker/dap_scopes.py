@@ -3,8 +3,8 @@ worker's points only; the client gets an answer for every point, in its order.""
 
 from __future__ import annotations
 
-from raysleuth.errors import SleuthError
 from raysleuth.model.scope import split_condition
+from raysleuth.shared.errors import SleuthError
 
 
 def scope_breakpoints(args: dict, worker) -> tuple[dict, list]:

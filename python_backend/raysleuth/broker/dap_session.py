@@ -17,8 +17,8 @@ from raysleuth.broker.dap_scopes import merge_scoped, scope_breakpoints
 from raysleuth.broker.targets import resolve_target
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
-from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import SleuthError
 
 if TYPE_CHECKING:
     from raysleuth.broker.agents import Agents

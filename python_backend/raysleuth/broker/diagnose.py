@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from raysleuth import names
 from raysleuth.probes.checks import check
+from raysleuth.shared import names
 
 DOCTOR_TIMEOUT_S = 30.0
 """How long the doctor waits for a node's relay (a first start included)."""

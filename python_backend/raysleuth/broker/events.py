@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

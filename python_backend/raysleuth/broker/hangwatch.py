@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.errors import BadRequest
 from raysleuth.model.stacks import format_text, rank_ranges, stack_signature
+from raysleuth.shared.errors import BadRequest
 
 log = logging.getLogger(__name__)
 

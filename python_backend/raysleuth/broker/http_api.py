@@ -19,10 +19,10 @@ from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.events import format_sse
 from raysleuth.broker.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.stacks import StacksQuery
-from raysleuth.errors import BadRequest, NotFound, SleuthError
-from raysleuth.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
 from raysleuth.model.point import parse_owner
-from raysleuth.proof import HELLO_PATH, NONCE, proof
+from raysleuth.shared.errors import BadRequest, NotFound, SleuthError
+from raysleuth.shared.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
+from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
 
 if TYPE_CHECKING:
     from raysleuth.broker.allstop import AllStop

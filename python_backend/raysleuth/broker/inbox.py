@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 
-from raysleuth.limits import MAX_LOG_LINE_CHARS
+from raysleuth.shared.limits import MAX_LOG_LINE_CHARS
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import collections
 import time
 
-from raysleuth.errors import BadRequest
 from raysleuth.model.compare import DEFAULT_RTOL, flag_by, parse_rtol
+from raysleuth.shared.errors import BadRequest
 
 STEPS_KEEP = 200
 """Steps kept per inspect name (the oldest go first)."""

@@ -13,9 +13,9 @@ import time
 from raysleuth.broker.links import WorkerLink
 from raysleuth.broker.postmortem import describe_exit
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
-from raysleuth.swallow import swallowed
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.swallow import swallowed
 
 log = logging.getLogger(__name__)
 

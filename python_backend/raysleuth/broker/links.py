@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from raysleuth.dap.channel import ChannelClosed, DapChannel
-from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

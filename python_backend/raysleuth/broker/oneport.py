@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from raysleuth.limits import FIRST_BYTES_TIMEOUT_S, MAX_CONNECTIONS
+from raysleuth.shared.limits import FIRST_BYTES_TIMEOUT_S, MAX_CONNECTIONS
 
 log = logging.getLogger(__name__)
 

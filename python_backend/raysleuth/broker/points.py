@@ -17,10 +17,10 @@ import os
 import time
 from pathlib import Path
 
-from raysleuth.errors import BadRequest, NotFound
-from raysleuth.limits import MAX_POINTS, MAX_POINTS_PER_FILE
 from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
-from raysleuth.privfiles import write_private
+from raysleuth.shared.errors import BadRequest, NotFound
+from raysleuth.shared.limits import MAX_POINTS, MAX_POINTS_PER_FILE
+from raysleuth.shared.privfiles import write_private
 
 log = logging.getLogger(__name__)
 

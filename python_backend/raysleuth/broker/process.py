@@ -10,8 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
-from raysleuth.errors import SleuthError
-from raysleuth.privfiles import open_private_append, secure_state_dir
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.privfiles import open_private_append, secure_state_dir
 
 
 class BrokerProcess:

@@ -13,7 +13,7 @@ import logging
 
 import ray
 
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class NodeRelay:
     ) -> dict:
         """A byte range of a worker's stdout or stderr file on this node (raysleuth/probes/logs.py),
         or {error, hint} when there is none."""
-        from raysleuth.paths import ray_log_dir
         from raysleuth.probes.logs import find_worker_log, read_range
+        from raysleuth.shared.paths import ray_log_dir
 
         log_dir = ray_log_dir()
         path = find_worker_log(log_dir, worker_id, pid, stream)
@@ -73,8 +73,8 @@ class NodeRelay:
     async def fatal_check(self, worker_id: str, pid: int | None) -> dict | None:
         """The fatal Ray check a dead worker of this node died of ({check, file, text}), or None
         (raysleuth/probes/logs.py)."""
-        from raysleuth.paths import ray_log_dir
         from raysleuth.probes.logs import worker_fatal_check
+        from raysleuth.shared.paths import ray_log_dir
 
         return await asyncio.to_thread(worker_fatal_check, ray_log_dir(), worker_id, pid)
 

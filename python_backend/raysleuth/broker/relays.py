@@ -10,8 +10,8 @@ import asyncio
 import logging
 from typing import Any, cast
 
-from raysleuth import names
-from raysleuth.errors import SleuthError
+from raysleuth.shared import names
+from raysleuth.shared.errors import SleuthError
 
 log = logging.getLogger(__name__)
 

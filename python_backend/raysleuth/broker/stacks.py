@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from raysleuth.broker.hangwatch import HangWatch
-from raysleuth.errors import BadRequest
 from raysleuth.model.scope import parse_ranks
 from raysleuth.model.stacks import find_behind, format_text, group_stacks
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import BadRequest
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 
 from raysleuth.broker.workers import StateSnapshot, settle_dead_nodes
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

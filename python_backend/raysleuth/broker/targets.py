@@ -5,8 +5,8 @@ Pure function of the worker table, so the rules are unit-tested.
 
 from __future__ import annotations
 
-from raysleuth.errors import BadRequest, NotFound
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import BadRequest, NotFound
 
 
 def _describe(w: Worker) -> str:

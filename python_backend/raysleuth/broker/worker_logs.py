@@ -4,8 +4,8 @@ relay in byte ranges: `GET /v1/workers/{id}/logs?stream=&offset=&max=`.
 
 from __future__ import annotations
 
-from raysleuth.errors import BadRequest, NotFound
 from raysleuth.probes.logs import MAX_CHUNK, STREAMS
+from raysleuth.shared.errors import BadRequest, NotFound
 
 
 class WorkerLogs:

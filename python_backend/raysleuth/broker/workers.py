@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raysleuth import names
 from raysleuth.model.worker import FIELDS, Worker
+from raysleuth.shared import names
 
 STALE_AFTER_S = 15.0
 """An agent silent this long, and unknown to the State API, is taken to have exited."""

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 
 def _client(args):
@@ -17,11 +17,11 @@ def _client(args):
 
 
 def cmd_broker(args) -> int:
-    from raysleuth.versions import check_versions
+    from raysleuth.shared.versions import check_versions
 
     check_versions()  # an unsupported Python or Ray: a clear error now, not a strange one later
     from raysleuth.broker.app import main
-    from raysleuth.paths import state_dir
+    from raysleuth.shared.paths import state_dir
 
     return main(args.address, args.host, args.port, args.dap_port, state_dir(args.state_dir))
 
@@ -43,7 +43,7 @@ def cmd_attach(args) -> int:
     import asyncio
 
     from raysleuth.cli.attach import run_attach, split_target
-    from raysleuth.errors import BadRequest
+    from raysleuth.shared.errors import BadRequest
 
     if not args.worker and args.rank is None:
         raise BadRequest(

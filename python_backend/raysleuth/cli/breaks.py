@@ -6,8 +6,8 @@ import json
 import os
 import time
 
-from raysleuth.errors import BadRequest
 from raysleuth.model.scope import format_ranks, parse_ranks
+from raysleuth.shared.errors import BadRequest
 
 ARMED_WAIT_S = 5.0
 """How long `break` waits to report how many workers armed the new breakpoint."""

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import raysleuth
-from raysleuth.paths import BROKER_FILE
-from raysleuth.paths import state_dir as resolve_state_dir
+from raysleuth.shared.paths import BROKER_FILE
+from raysleuth.shared.paths import state_dir as resolve_state_dir
 
 WORLD_SIZE = 4
 BAD_RANK = 2
@@ -111,7 +111,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
     from raysleuth.broker.process import start_broker
     from raysleuth.cli.table import format_workers
     from raysleuth.client import BrokerClient
-    from raysleuth.errors import SleuthError
+    from raysleuth.shared.errors import SleuthError
 
     sd = resolve_state_dir(state_dir)
     if _live_broker_file(sd):

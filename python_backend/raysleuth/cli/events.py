@@ -11,8 +11,8 @@ import datetime
 import json
 from urllib.parse import quote
 
-from raysleuth.errors import SleuthError
-from raysleuth.privfiles import write_private
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.privfiles import write_private
 
 
 def _when(t) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from raysleuth.dap.errors import ENDED, ChannelClosed, DapTimeout
 from raysleuth.dap.framing import FramingError, encode, read_message, seq_of
 from raysleuth.dap.transport import CallTransport, Transport, as_transport, pump_polls
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

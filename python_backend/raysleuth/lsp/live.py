@@ -18,8 +18,8 @@ from pathlib import Path
 import aiohttp
 
 from raysleuth.client import BrokerClient
-from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import SleuthError
 
 log = logging.getLogger(__name__)
 

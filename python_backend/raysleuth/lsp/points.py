@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 
-from raysleuth.errors import SleuthError
 from raysleuth.lsp.findings import Finding
 from raysleuth.lsp.source import Source, Span
 from raysleuth.lsp.unbounded import unbounded_reason
 from raysleuth.model.point import log_expressions
 from raysleuth.model.scope import format_ranks, split_condition, with_ranks
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import SleuthError
 
 BAD_SCOPE = "rank-scope-invalid"
 NO_SUCH_RANK = "rank-not-in-job"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 
-from raysleuth.errors import BadRequest
-from raysleuth.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSION_DEPTH
+from raysleuth.shared.errors import BadRequest
+from raysleuth.shared.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSION_DEPTH
 
 
 def check_expression(text: str, what: str, hint: str, syntax: bool = True) -> None:

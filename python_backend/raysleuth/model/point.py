@@ -14,11 +14,11 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from raysleuth.errors import BadRequest
-from raysleuth.limits import MAX_LOG_MESSAGE_CHARS
 from raysleuth.model.expr import check_expression
 from raysleuth.model.hits import HitCondition
 from raysleuth.model.scope import Scope, split_condition, with_ranks
+from raysleuth.shared.errors import BadRequest
+from raysleuth.shared.limits import MAX_LOG_MESSAGE_CHARS
 
 DEFAULT_OWNER = "api"
 """Owner of points set by an HTTP client that does not name itself."""

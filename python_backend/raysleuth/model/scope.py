@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from raysleuth.errors import BadRequest
 from raysleuth.model.expr import is_expression
+from raysleuth.shared.errors import BadRequest
 
 _SCOPE = re.compile(r"\s*\[\s*([A-Za-z_]+)\s*([^\]]*)\]")
 KINDS = {

@@ -219,7 +219,7 @@ def _clock(broker_time: float | None) -> dict:
 
 
 def _logs() -> dict:
-    from raysleuth.paths import ray_log_dir as _log_dir
+    from raysleuth.shared.paths import ray_log_dir as _log_dir
 
     folder = _log_dir()
     probe = os.path.join(folder, f".raysleuth-doctor-{os.getpid()}")

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from raysleuth.swallow import swallow_exception
+from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import ray
 from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 JOB = str(FIXTURES / "cluster_bp.py")
 LINE = marker_line(JOB, "cbp-line")

@@ -12,8 +12,8 @@ import time
 
 import ray
 
-from raysleuth import names
 from raysleuth.probes import pyspy
+from raysleuth.shared import names
 
 
 def test_doctor_checks_every_node_through_its_relay_and_the_broker(broker, client):

@@ -9,7 +9,7 @@ import ray
 from helpers import wait_until
 from talker import Talker
 
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from broker_fakes import FakeTable, worker
 from raysleuth.broker.allstop import AllStop
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.errors import BadRequest
+from raysleuth.shared.errors import BadRequest
 
 
 class Control:

@@ -10,7 +10,7 @@ from broker_fakes import services
 
 from raysleuth.broker.auth import check_bearer, load_or_create_token
 from raysleuth.broker.http_api import make_app
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 
 def test_token_file_is_owner_only_and_reused(tmp_path, monkeypatch):

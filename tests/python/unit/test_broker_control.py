@@ -12,7 +12,7 @@ from raysleuth.broker.diagnose import Doctor
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.leases import LinkLeases
 from raysleuth.broker.relays import RelayPool
-from raysleuth.errors import BadRequest, SleuthError
+from raysleuth.shared.errors import BadRequest, SleuthError
 
 
 class FakeLink:

@@ -11,8 +11,8 @@ from broker_fakes import FakeAgents
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.points import PointService, PointSet
 from raysleuth.cli import breaks as breakcmd
-from raysleuth.errors import BadRequest, NotFound
 from raysleuth.model.point import Point
+from raysleuth.shared.errors import BadRequest, NotFound
 
 F = "/work/train.py"
 

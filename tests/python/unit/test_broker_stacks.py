@@ -12,7 +12,7 @@ from broker_fakes import FakeAgents, FakeRelay, FakeRelays, FakeTable, worker
 from raysleuth.broker.hangwatch import HANG_EVENT, HangDetector, HangWatch
 from raysleuth.broker.stacks import StacksQuery, StacksService
 from raysleuth.broker.timeline import Timeline
-from raysleuth.errors import BadRequest
+from raysleuth.shared.errors import BadRequest
 
 
 class Hub:

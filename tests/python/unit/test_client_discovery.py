@@ -22,7 +22,7 @@ from broker_fakes import services
 
 from raysleuth.broker.http_api import make_app
 from raysleuth.client import BrokerClient
-from raysleuth.errors import BrokerUnreachable, SleuthError
+from raysleuth.shared.errors import BrokerUnreachable, SleuthError
 
 TOKEN = "t" * 40
 

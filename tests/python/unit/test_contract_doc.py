@@ -9,7 +9,7 @@ from pathlib import Path
 from broker_fakes import services
 
 from raysleuth.broker.http_api import make_app
-from raysleuth.proof import HELLO_PATH
+from raysleuth.shared.proof import HELLO_PATH
 
 CONTRACT = Path(__file__).resolve().parents[3] / "docs" / "contract.md"
 ROW = re.compile(r"^\| `(GET|PUT|POST|DELETE) (/v1/[^`?\s]*)`", re.M)

@@ -12,8 +12,8 @@ from dap_fakes import RelayPipe
 from raysleuth.broker.links import LinkClosed, WorkerLink
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.transport import CallTransport
-from raysleuth.errors import SleuthError
 from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import SleuthError
 
 
 class FakeDebugpy:

@@ -16,9 +16,9 @@ from raysleuth.broker.events import EventHub
 from raysleuth.broker.inbox import Inbox
 from raysleuth.broker.inspect import Inspections, flag_snapshot_rows, rtol_of
 from raysleuth.broker.points import PointSet
-from raysleuth.errors import BadRequest
 from raysleuth.model.compare import flag_group
 from raysleuth.model.tensors import summarize, summary
+from raysleuth.shared.errors import BadRequest
 
 
 def grads(perturb: dict[int, float], n: int = 4) -> list[dict]:

@@ -68,8 +68,7 @@ def _packages_of(name: str) -> set[str]:
 
 
 SHARED = (
-    "raysleuth.model", "raysleuth.dap", "raysleuth.errors", "raysleuth.names", "raysleuth.swallow",
-    "raysleuth.paths", "raysleuth.probes", "raysleuth.versions",
+    "raysleuth.model", "raysleuth.dap", "raysleuth.shared", "raysleuth.probes",
 )  # fmt: skip
 """Modules every side may use: they import neither the broker, the agent nor the CLI."""
 

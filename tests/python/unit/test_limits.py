@@ -10,12 +10,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from broker_fakes import FakeAgents, services
 
-from raysleuth import limits
 from raysleuth.broker.control import Control
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.http_api import make_app
 from raysleuth.broker.inbox import cut_line
 from raysleuth.broker.points import PointService, PointSet
+from raysleuth.shared import limits
 
 TOKEN = "s3cret-" + "x" * 30
 H = {"Authorization": f"Bearer {TOKEN}"}

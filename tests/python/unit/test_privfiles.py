@@ -18,8 +18,8 @@ from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.connect import write_json
 from raysleuth.broker.crashes import CrashStore
 from raysleuth.broker.points import PointSet
-from raysleuth.errors import SleuthError
-from raysleuth.privfiles import open_private_append, secure_state_dir
+from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.privfiles import open_private_append, secure_state_dir
 
 AS_NOBODY = os.geteuid() == 0 and shutil.which("runuser") and os.path.exists("/usr/bin/python3")
 READ_ALL = """

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from raysleuth.errors import BadRequest
 from raysleuth.model.scope import Scope, format_ranks, parse_ranks, split_condition, with_ranks
+from raysleuth.shared.errors import BadRequest
 
 CASES = json.loads((Path(__file__).resolve().parents[2] / "scope_cases.json").read_text())["cases"]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from raysleuth import _activate, cli, versions
+from raysleuth import _activate, cli
+from raysleuth.shared import versions
 
 WORKER_ARGV = ["/venv/lib/python3.11/site-packages/ray/_private/workers/default_worker.py", "--x"]
 
@@ -44,7 +45,7 @@ def test_ray_floor():
 
 
 def test_ray_floor_matches_pyproject():
-    text = (Path(versions.__file__).parents[1] / "pyproject.toml").read_text()
+    text = (Path(versions.__file__).parents[2] / "pyproject.toml").read_text()
     floor = ".".join(map(str, versions.RAY_MIN)).removesuffix(".0")
     assert f'"ray[default]>={floor}"' in text
     assert f'requires-python = ">={versions.PYTHON_MIN[0]}.{versions.PYTHON_MIN[1]}"' in text
@@ -54,7 +55,7 @@ def test_installed_ray_version_is_read_without_importing_ray():
     code = textwrap.dedent(
         """
         import sys
-        from raysleuth.versions import installed_ray_version
+        from raysleuth.shared.versions import installed_ray_version
         v = installed_ray_version()
         print(v, "ray" in sys.modules)
         """

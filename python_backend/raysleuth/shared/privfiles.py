@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700

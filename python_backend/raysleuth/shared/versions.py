@@ -17,7 +17,7 @@ import re
 import sys
 from types import EllipsisType
 
-from raysleuth.errors import SleuthError
+from raysleuth.shared.errors import SleuthError
 
 RayVersion = str | None | EllipsisType
 """A Ray version, None when Ray is not installed, `...` for the installed one."""
