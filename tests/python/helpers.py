@@ -67,6 +67,22 @@ def ray_tmpdir(path: str):
             os.environ["RAY_TMPDIR"] = old
 
 
+OTHERS_MAY_NOT_ENTER = "this checkout's folders are closed to other users (nobody cannot reach its Python)"
+
+
+def others_may_enter(path: str) -> bool:
+    """Whether another user (nobody, in the local-user tests) may pass through every folder above
+    `path`: a checkout under a 0700 folder (`mktemp -d`) closes it to them."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        if not os.stat(folder).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return True
+        folder = parent
+
+
 def free_port() -> int:
     """A port nothing listens on now (for Ray components that take no port 0)."""
     import socket

@@ -110,7 +110,7 @@ def _gpu() -> dict:
 def _pyspy() -> dict:
     """Whether py-spy may read a worker here: it reads this very process, which (like a worker
     for the relay) is no child of it, so a Yama scope of 1 refuses it as it would a worker."""
-    from raysleuth.probes import pyspy as pyspy
+    from raysleuth.probes import pyspy
 
     if pyspy.find_binary() is None:
         return check(

@@ -12,7 +12,7 @@ import pytest
 from raysleuth.agent import postmortem
 from raysleuth.broker.crashes import hint_for
 from raysleuth.model.crash import CrashRecord
-from raysleuth.probes import gpu as gpu
+from raysleuth.probes import gpu
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 GIB = 1 << 30

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import OTHERS_MAY_NOT_ENTER, others_may_enter
 
 from raysleuth.cli.doctor import format_report, run_doctor
 from raysleuth.probes.checks import _flight_recorder, node_checks
@@ -94,6 +95,7 @@ print(json.dumps([c for c in node_checks() if c["check"] == "py-spy"]))
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user (nobody)")
 @pytest.mark.skipif(find_binary() is None, reason="py-spy is not installed next to this Python or on PATH")
+@pytest.mark.skipif(not others_may_enter(sys.executable), reason=OTHERS_MAY_NOT_ENTER)
 def test_a_node_that_refuses_ptrace_gets_a_warning_naming_the_capability_and_yama():
     out = subprocess.run(
         [sys.executable, "-c", REFUSED],

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import OTHERS_MAY_NOT_ENTER, others_may_enter
 
-from raysleuth.probes import pyspy as pyspy
+from raysleuth.probes import pyspy
 
 BACKEND = Path(__file__).resolve().parents[3] / "python_backend"
 
@@ -118,7 +119,7 @@ def test_a_dump_that_takes_too_long_is_cut_off(sleeper):
 
 REFUSED = """
 import json, os, sys
-from raysleuth.probes import pyspy as pyspy  # imported first: user nobody may not read this Python's stdlib
+from raysleuth.probes import pyspy  # imported first: user nobody may not read this Python's stdlib
 os.setgid(65534)
 os.setgroups([])
 os.setuid(65534)
@@ -128,6 +129,7 @@ print(json.dumps(pyspy.dump(int(sys.argv[1]))))
 
 @needs_pyspy
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user (nobody)")
+@pytest.mark.skipif(not others_may_enter(sys.executable), reason=OTHERS_MAY_NOT_ENTER)
 def test_ptrace_refused_says_why_and_names_the_capability_and_yama(sleeper):
     proc, _ = sleeper  # a root process, read by a process of user nobody: the kernel refuses
     out = subprocess.run(
