@@ -68,7 +68,7 @@ rm -f dist/raysleuth-*.whl
 "$PY" - "$WHEEL" <<'PY'
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-missing = [n for n in ("raysleuth.pth", "raysleuth/__init__.py", "raysleuth/cli.py") if n not in names]
+missing = [n for n in ("raysleuth.pth", "raysleuth/__init__.py", "raysleuth/cli/__init__.py", "raysleuth/shared/versions.py", "raysleuth/probes/gpu.py") if n not in names]
 if missing:
     sys.exit(f"[package] {sys.argv[1]} lacks {missing}")
 PY
