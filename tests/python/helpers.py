@@ -83,6 +83,45 @@ def others_may_enter(path: str) -> bool:
         folder = parent
 
 
+@contextlib.contextmanager
+def local_multinode(prefix: str, extra_nodes: int):
+    """A `ray.cluster_utils.Cluster` on loopback: a head with a dashboard of its own port and
+    `extra_nodes` more nodes, one CPU each, with `ray.init` connected; shut down after, and its
+    workers' logs scanned for fatal Ray checks. A free port can be taken by the head's own GCS
+    before the dashboard binds it: the head is started again then (three tries)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    with ray_tmpdir(short_temp_dir(prefix)) as temp:
+        for attempt in range(3):
+            try:
+                c = Cluster(
+                    initialize_head=True,
+                    head_node_args={
+                        "num_cpus": 1,
+                        "include_dashboard": True,
+                        "node_ip_address": "127.0.0.1",
+                        "temp_dir": temp,
+                        "dashboard_port": free_port(),
+                    },
+                )
+                break
+            except ValueError as exc:
+                if "already occupied" not in str(exc) or attempt == 2:
+                    raise
+        for _ in range(extra_nodes):
+            c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        try:
+            yield c
+        finally:
+            sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
+            ray.shutdown()
+            c.shutdown()
+    assert_no_fatal_checks(fatal_checks_in(*sessions))
+
+
 def free_port() -> int:
     """A port nothing listens on now (for Ray components that take no port 0)."""
     import socket

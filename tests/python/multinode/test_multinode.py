@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 from helpers import (
-    assert_no_fatal_checks,
-    fatal_checks_in,
-    free_port,
+    local_multinode,
     pin_ray_env,
-    ray_tmpdir,
-    short_temp_dir,
     wait_until,
 )
 
@@ -17,7 +13,6 @@ pin_ray_env(auth_mode="disabled")
 
 import ranked_job  # noqa: E402
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from raysleuth.broker.process import start_broker  # noqa: E402
@@ -26,26 +21,8 @@ from raysleuth.client import BrokerClient  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster():
-    with ray_tmpdir(short_temp_dir("rs-mn-")) as temp:
-        c = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 1,
-                "include_dashboard": True,
-                "node_ip_address": "127.0.0.1",
-                "temp_dir": temp,
-                "dashboard_port": free_port(),
-            },
-        )
-        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-        c.wait_for_nodes()
-        ray.init(address=c.address, log_to_driver=False)
+    with local_multinode("rs-mn-", extra_nodes=2) as c:
         yield c
-        sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
-        ray.shutdown()
-        c.shutdown()
-    assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 
 def test_workers_on_three_nodes_have_distinct_node_ids(cluster, tmp_path):

@@ -15,13 +15,9 @@ import time
 import pytest
 from helpers import (
     FIXTURES,
-    assert_no_fatal_checks,
-    fatal_checks_in,
-    free_port,
+    local_multinode,
     marker_line,
     pin_ray_env,
-    ray_tmpdir,
-    short_temp_dir,
     wait_until,
 )
 
@@ -30,7 +26,6 @@ pin_ray_env(auth_mode="disabled")
 import psutil  # noqa: E402
 import ranked_job  # noqa: E402
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from raysleuth.broker.process import start_broker  # noqa: E402
@@ -43,39 +38,10 @@ STEP_LINE = marker_line(JOB, "step-loop")
 OUTAGE_S = 30.0
 
 
-def head_with_dashboard(temp: str) -> Cluster:
-    """A head whose dashboard has a port of its own (restarting it must give the same port).
-    A free port can be taken by the head's own GCS before the dashboard binds it: try again."""
-    for attempt in range(3):
-        try:
-            return Cluster(
-                initialize_head=True,
-                head_node_args={
-                    "num_cpus": 1,
-                    "include_dashboard": True,
-                    "node_ip_address": "127.0.0.1",
-                    "temp_dir": temp,
-                    "dashboard_port": free_port(),
-                },
-            )
-        except ValueError as exc:
-            if "already occupied" not in str(exc) or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    with ray_tmpdir(short_temp_dir("rs-nl-")) as temp:
-        c = head_with_dashboard(temp)
-        c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-        c.wait_for_nodes()
-        ray.init(address=c.address, log_to_driver=False)
+    with local_multinode("rs-nl-", extra_nodes=1) as c:
         yield c
-        sessions = [n.get_session_dir_path() for n in c.list_all_nodes()]
-        ray.shutdown()
-        c.shutdown()
-    assert_no_fatal_checks(fatal_checks_in(*sessions))
 
 
 @pytest.fixture(scope="module")
