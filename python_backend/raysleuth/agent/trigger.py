@@ -116,17 +116,8 @@ class Trigger:
         process that called `gc.freeze()` (Ray Serve's replicas do, once started), the functions
         that hides: those of modules with points and those rebuilt from pickles."""
         objects = gc.get_objects()
-        if not gc.get_freeze_count():
-            return objects
-        from raysleuth.agent import datahook
-
-        seen: set[int] = set()
-        objects.extend(datahook.rebuilt)
-        for mod in list(sys.modules.values()):
-            f = getattr(mod, "__file__", None)
-            if f and self._table.points_for_file(f):
-                for o in loaded_objects(mod):
-                    objects.extend(functions_in(o, seen))
+        if gc.get_freeze_count():
+            objects.extend(self._modules_with_points())
         return objects
 
     def _modules_with_points(self) -> list:
