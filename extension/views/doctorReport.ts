@@ -5,7 +5,7 @@ import { escapeHtml, page } from "./html";
 
 export type CheckStatus = "ok" | "info" | "warn" | "fail";
 
-/** One check, as raysleuth/probes/checks.py and the broker's diagnose.py write it. */
+/** One check, as raysleuth/probes/checks.py and the broker's radar/doctor.py write it. */
 export interface DoctorCheck {
   check: string;
   status: CheckStatus | string;

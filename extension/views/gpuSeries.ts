@@ -9,7 +9,7 @@ import { ChartMarker, ChartSeries, GpuChartModel } from "../webview/protocol";
 /** Samples kept per worker (the broker keeps 720 per worker and GPU). */
 export const KEEP_SAMPLES = 720 * 8;
 
-/** Newest samples the broker's "growing" looks at (broker/gpu.py WINDOW). */
+/** Newest samples the broker's "growing" looks at (broker/telemetry/gpu.py WINDOW). */
 export const GROWING_WINDOW = 5;
 
 /** "3.5 GiB" as the Cluster view writes it; "-" for no number. */

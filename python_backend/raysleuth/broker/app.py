@@ -20,8 +20,6 @@ from typing import Any
 from aiohttp import web
 
 from raysleuth import __version__
-from raysleuth.broker.agents import Agents
-from raysleuth.broker.allstop import AllStop
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.connect import (
     connect_ray,
@@ -31,26 +29,28 @@ from raysleuth.broker.connect import (
     url_host,
     write_json,
 )
-from raysleuth.broker.control import Control
-from raysleuth.broker.crashes import CrashStore
-from raysleuth.broker.dap_front import DapFrontDoor
-from raysleuth.broker.diagnose import Doctor
+from raysleuth.broker.debug.allstop import AllStop
+from raysleuth.broker.debug.dap_front import DapFrontDoor
+from raysleuth.broker.debug.leases import LinkLeases
+from raysleuth.broker.debug.relays import RelayPool
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.gpu import GpuHistory
 from raysleuth.broker.http_api import Services, make_app
-from raysleuth.broker.inbox import Inbox
-from raysleuth.broker.inspect import Inspections
-from raysleuth.broker.leases import LinkLeases
 from raysleuth.broker.oneport import Gate, serve_one_port
-from raysleuth.broker.points import PointService, PointSet
-from raysleuth.broker.postmortem import PostMortem
-from raysleuth.broker.relays import RelayPool
-from raysleuth.broker.stacks import StacksService
-from raysleuth.broker.state_api import StateApiClient
-from raysleuth.broker.table import WorkerTable
+from raysleuth.broker.points.inspect import Inspections
+from raysleuth.broker.points.service import PointService, PointSet
+from raysleuth.broker.postmortem.crashes import CrashStore
+from raysleuth.broker.postmortem.filing import PostMortem
+from raysleuth.broker.radar.doctor import Doctor
+from raysleuth.broker.radar.stacks import StacksService
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.broker.timeline import Timeline
-from raysleuth.broker.worker_logs import WorkerLogs
+from raysleuth.broker.telemetry.gpu import GpuHistory
+from raysleuth.broker.telemetry.timeline import Timeline
+from raysleuth.broker.workers.agents import Agents
+from raysleuth.broker.workers.control import Control
+from raysleuth.broker.workers.inbox import Inbox
+from raysleuth.broker.workers.logs import WorkerLogs
+from raysleuth.broker.workers.state_api import StateApiClient
+from raysleuth.broker.workers.table import WorkerTable
 from raysleuth.shared.errors import SleuthError
 from raysleuth.shared.paths import BROKER_FILE
 from raysleuth.shared.privfiles import secure_state_dir

@@ -17,26 +17,26 @@ from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.events import format_sse
-from raysleuth.broker.inspect import flag_snapshot_rows, rtol_of
-from raysleuth.broker.stacks import StacksQuery
+from raysleuth.broker.points.inspect import flag_snapshot_rows, rtol_of
+from raysleuth.broker.radar.stacks import StacksQuery
 from raysleuth.model.point import parse_owner
 from raysleuth.shared.errors import BadRequest, NotFound, SleuthError
 from raysleuth.shared.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
 from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
 
 if TYPE_CHECKING:
-    from raysleuth.broker.allstop import AllStop
-    from raysleuth.broker.control import Control
-    from raysleuth.broker.crashes import CrashStore
-    from raysleuth.broker.diagnose import Doctor
+    from raysleuth.broker.debug.allstop import AllStop
     from raysleuth.broker.events import EventHub
-    from raysleuth.broker.gpu import GpuHistory
-    from raysleuth.broker.inspect import Inspections
-    from raysleuth.broker.points import PointService
-    from raysleuth.broker.stacks import StacksService
-    from raysleuth.broker.table import WorkerTable
-    from raysleuth.broker.timeline import Timeline
-    from raysleuth.broker.worker_logs import WorkerLogs
+    from raysleuth.broker.points.inspect import Inspections
+    from raysleuth.broker.points.service import PointService
+    from raysleuth.broker.postmortem.crashes import CrashStore
+    from raysleuth.broker.radar.doctor import Doctor
+    from raysleuth.broker.radar.stacks import StacksService
+    from raysleuth.broker.telemetry.gpu import GpuHistory
+    from raysleuth.broker.telemetry.timeline import Timeline
+    from raysleuth.broker.workers.control import Control
+    from raysleuth.broker.workers.logs import WorkerLogs
+    from raysleuth.broker.workers.table import WorkerTable
 
 log = logging.getLogger(__name__)
 

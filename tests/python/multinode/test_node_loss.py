@@ -29,7 +29,7 @@ import ray  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from raysleuth.broker.process import start_broker  # noqa: E402
-from raysleuth.broker.workers import STALE_AFTER_S  # noqa: E402
+from raysleuth.broker.workers.snapshot import STALE_AFTER_S  # noqa: E402
 from raysleuth.client import BrokerClient  # noqa: E402
 from raysleuth.dap.client import ChannelClosed, open_session  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from broker_fakes import FakeTable, worker
 
-from raysleuth.broker.allstop import AllStop
+from raysleuth.broker.debug.allstop import AllStop
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.shared.errors import BadRequest

@@ -11,8 +11,9 @@ import socket
 
 import pytest
 
-from raysleuth.broker import dap_front, oneport
-from raysleuth.broker.dap_front import DapFrontDoor
+from raysleuth.broker import oneport
+from raysleuth.broker.debug import dap_front
+from raysleuth.broker.debug.dap_front import DapFrontDoor
 from raysleuth.broker.events import DROPPED, QUEUE_SIZE, EventHub
 from raysleuth.broker.oneport import Gate, serve_one_port
 from raysleuth.dap.framing import FramingError, bound_reader, read_message

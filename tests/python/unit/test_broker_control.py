@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from broker_fakes import FakeAgents, FakeRelays, FakeTable, Remote, worker
 
-from raysleuth.broker.control import Control
-from raysleuth.broker.diagnose import Doctor
+from raysleuth.broker.debug.leases import LinkLeases
+from raysleuth.broker.debug.relays import RelayPool
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.leases import LinkLeases
-from raysleuth.broker.relays import RelayPool
+from raysleuth.broker.radar.doctor import Doctor
+from raysleuth.broker.workers.control import Control
 from raysleuth.shared.errors import BadRequest, SleuthError
 
 
@@ -276,7 +276,7 @@ class FakeRegistry:
 
 
 async def test_the_agents_service_speaks_to_the_registry_and_leaves_the_set_in_rays_kv(monkeypatch):
-    from raysleuth.broker import agents as agents_mod
+    from raysleuth.broker.workers import agents as agents_mod
 
     kv = []
     monkeypatch.setattr(agents_mod, "kv_put_points", kv.append)

@@ -9,7 +9,7 @@ import pytest
 from broker_fakes import FakeAgents
 
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.points import PointService, PointSet
+from raysleuth.broker.points.service import PointService, PointSet
 from raysleuth.cli import breaks as breakcmd
 from raysleuth.model.point import Point
 from raysleuth.shared.errors import BadRequest, NotFound

@@ -9,9 +9,9 @@ import time
 import pytest
 from broker_fakes import FakeAgents, FakeRelay, FakeRelays, FakeTable, worker
 
-from raysleuth.broker.hangwatch import HANG_EVENT, HangDetector, HangWatch
-from raysleuth.broker.stacks import StacksQuery, StacksService
-from raysleuth.broker.timeline import Timeline
+from raysleuth.broker.radar.hangwatch import HANG_EVENT, HangDetector, HangWatch
+from raysleuth.broker.radar.stacks import StacksQuery, StacksService
+from raysleuth.broker.telemetry.timeline import Timeline
 from raysleuth.shared.errors import BadRequest
 
 

@@ -6,15 +6,15 @@ import asyncio
 
 from broker_fakes import FakeRelay, FakeRelays, FakeTable, worker
 
-from raysleuth.broker.crashes import CrashStore, hint_for
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.gpu import GpuHistory
-from raysleuth.broker.inbox import Inbox
-from raysleuth.broker.points import PointSet
-from raysleuth.broker.postmortem import PostMortem, describe_exit, fault_frames
-from raysleuth.broker.table import WorkerTable
-from raysleuth.broker.timeline import Timeline
-from raysleuth.broker.workers import NODE_DIED, StateSnapshot, settle_dead_nodes
+from raysleuth.broker.points.service import PointSet
+from raysleuth.broker.postmortem.crashes import CrashStore, hint_for
+from raysleuth.broker.postmortem.filing import PostMortem, describe_exit, fault_frames
+from raysleuth.broker.telemetry.gpu import GpuHistory
+from raysleuth.broker.telemetry.timeline import Timeline
+from raysleuth.broker.workers.inbox import Inbox
+from raysleuth.broker.workers.snapshot import NODE_DIED, StateSnapshot, settle_dead_nodes
+from raysleuth.broker.workers.table import WorkerTable
 
 NOW = 1000.0
 

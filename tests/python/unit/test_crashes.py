@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from raysleuth.broker.crashes import CrashStore, hint_for
-from raysleuth.broker.replay import LOCALS_BASE, Replay
+from raysleuth.broker.postmortem.crashes import CrashStore, hint_for
+from raysleuth.broker.postmortem.replay import LOCALS_BASE, Replay
 from raysleuth.model.crash import CrashRecord
 
 

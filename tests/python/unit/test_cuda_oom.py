@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from raysleuth.agent import postmortem
-from raysleuth.broker.crashes import hint_for
+from raysleuth.broker.postmortem.crashes import hint_for
 from raysleuth.model.crash import CrashRecord
 from raysleuth.probes import gpu
 

@@ -1,6 +1,6 @@
 """Rank scopes in a DAP client's setBreakpoints: stripped for debugpy, out-of-scope ones held back."""
 
-from raysleuth.broker.dap_scopes import merge_scoped, scope_breakpoints
+from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
 
 RANK1 = {"rank": 1, "actor_class": "Trainer", "node_id": "abc123"}
 

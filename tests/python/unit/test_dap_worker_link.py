@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from dap_fakes import RelayPipe
 
-from raysleuth.broker.links import LinkClosed, WorkerLink
+from raysleuth.broker.debug.links import LinkClosed, WorkerLink
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.transport import CallTransport
 from raysleuth.model.worker import Worker

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from raysleuth.broker.gpu import MIN_GROWTH, WINDOW, GpuHistory
-from raysleuth.broker.registry_actor import _without_times
+from raysleuth.broker.telemetry.gpu import MIN_GROWTH, WINDOW, GpuHistory
+from raysleuth.broker.workers.registry_actor import _without_times
 
 MIB = 1 << 20
 

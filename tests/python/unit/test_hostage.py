@@ -70,6 +70,6 @@ def test_a_slow_condition_disarms_its_point_with_a_note(monkeypatch):
 
 
 def test_the_broker_waits_longer_than_the_agents_budget():
-    from raysleuth.broker.control import EVALUATE_TIMEOUT_S
+    from raysleuth.broker.workers.control import EVALUATE_TIMEOUT_S
 
     assert EVALUATE_TIMEOUT_S > commands.EVALUATE_BUDGET_S + 1

@@ -1,5 +1,5 @@
 """The cross-rank table: flags by hash and by rtol (raysleuth/model/compare.py), the broker's
-store of inspect rows (broker/inspect.py), snapshot expressions from the request to the agent's
+store of inspect rows (broker/points/inspect.py), snapshot expressions from the request to the agent's
 values and back flagged, and tensor-aware text in the agent's reprs."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from raysleuth.agent.capture import bounded_repr
 from raysleuth.agent.hits import expression_values, format_log
 from raysleuth.agent.points import ArmedPoint
 from raysleuth.broker.events import EventHub
-from raysleuth.broker.inbox import Inbox
-from raysleuth.broker.inspect import Inspections, flag_snapshot_rows, rtol_of
-from raysleuth.broker.points import PointSet
+from raysleuth.broker.points.inspect import Inspections, flag_snapshot_rows, rtol_of
+from raysleuth.broker.points.service import PointSet
+from raysleuth.broker.workers.inbox import Inbox
 from raysleuth.model.compare import flag_group
 from raysleuth.model.tensors import summarize, summary
 from raysleuth.shared.errors import BadRequest

@@ -10,11 +10,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from broker_fakes import FakeAgents, services
 
-from raysleuth.broker.control import Control
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.http_api import make_app
-from raysleuth.broker.inbox import cut_line
-from raysleuth.broker.points import PointService, PointSet
+from raysleuth.broker.points.service import PointService, PointSet
+from raysleuth.broker.workers.control import Control
+from raysleuth.broker.workers.inbox import cut_line
 from raysleuth.shared import limits
 
 TOKEN = "s3cret-" + "x" * 30
@@ -86,7 +86,7 @@ async def test_breakpoints_per_file_and_in_all_are_bounded(client, monkeypatch):
     await refused(
         await client.put("/v1/breakpoints", json={"path": F, "breakpoints": many}, headers=H), 400, "at most"
     )
-    monkeypatch.setattr("raysleuth.broker.points.MAX_POINTS", 5)
+    monkeypatch.setattr("raysleuth.broker.points.service.MAX_POINTS", 5)
     for i in range(2):
         ok = await client.put(
             "/v1/breakpoints", json={"path": f"/w/{i}.py", "breakpoints": many[:2]}, headers=H

@@ -1,4 +1,4 @@
-from raysleuth.broker.pathmap import decide, local_sample
+from raysleuth.broker.debug.pathmap import decide, local_sample
 from raysleuth.dap.paths import PathMapper
 
 

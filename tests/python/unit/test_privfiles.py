@@ -16,8 +16,8 @@ import pytest
 
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.connect import write_json
-from raysleuth.broker.crashes import CrashStore
-from raysleuth.broker.points import PointSet
+from raysleuth.broker.points.service import PointSet
+from raysleuth.broker.postmortem.crashes import CrashStore
 from raysleuth.shared.errors import SleuthError
 from raysleuth.shared.privfiles import open_private_append, secure_state_dir
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raysleuth.broker.rayframes import is_ray_path, tidy
+from raysleuth.broker.debug.rayframes import is_ray_path, tidy
 
 RAY = "/venv/lib/python3.12/site-packages/ray"
 USER = "/home/me/app/train.py"

@@ -1,6 +1,6 @@
 """Rules for merging agent reports with Ray's State API into the worker table."""
 
-from raysleuth.broker.workers import (
+from raysleuth.broker.workers.snapshot import (
     NODE_DIED,
     STALE_AFTER_S,
     StateSnapshot,
@@ -186,7 +186,7 @@ def test_nodes_count_live_workers():
 
 
 def test_every_worker_has_exactly_the_contract_fields():
-    from raysleuth.broker.workers import WORKER_FIELDS
+    from raysleuth.broker.workers.snapshot import WORKER_FIELDS
 
     state = StateSnapshot(workers=[sw("w1", 11)], actors=[actor("a1", 11)], time=NOW)
     [w] = merge_workers([report("w1", 11, rank=1, extra="x")], state, NOW)

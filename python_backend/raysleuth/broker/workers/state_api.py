@@ -14,7 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
-from raysleuth.broker.workers import StateSnapshot, settle_dead_nodes
+from raysleuth.broker.workers.snapshot import StateSnapshot, settle_dead_nodes
 from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import re
 import time
 
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.broker.workers import NODE_DIED, StateSnapshot
+from raysleuth.broker.workers.snapshot import NODE_DIED, StateSnapshot
 from raysleuth.model.crash import CrashRecord
 
 log = logging.getLogger(__name__)

@@ -98,7 +98,7 @@ async def start_relay(node_id: str):
     """Start (or find) the node's relay actor, pinned to that node, and wait until it answers."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from raysleuth.broker.relay_actor import NodeRelay
+    from raysleuth.broker.debug.relay_actor import NodeRelay
 
     relay = (
         cast(Any, NodeRelay)

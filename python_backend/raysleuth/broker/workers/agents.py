@@ -37,7 +37,7 @@ class Agents:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from raysleuth.broker.registry_actor import SleuthRegistry
+        from raysleuth.broker.workers.registry_actor import SleuthRegistry
 
         if self.registry is None:
             await asyncio.to_thread(_refuse_second_broker)

@@ -11,22 +11,22 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from raysleuth.broker import rayframes
 from raysleuth.broker.auth import check_bearer
-from raysleuth.broker.dap_scopes import merge_scoped, scope_breakpoints
-from raysleuth.broker.targets import resolve_target
+from raysleuth.broker.debug import rayframes
+from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
+from raysleuth.broker.debug.targets import resolve_target
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import SleuthError
 
 if TYPE_CHECKING:
-    from raysleuth.broker.agents import Agents
-    from raysleuth.broker.crashes import CrashStore
-    from raysleuth.broker.leases import LinkLeases
-    from raysleuth.broker.links import WorkerLink
-    from raysleuth.broker.replay import Replay
-    from raysleuth.broker.table import WorkerTable
+    from raysleuth.broker.debug.leases import LinkLeases
+    from raysleuth.broker.debug.links import WorkerLink
+    from raysleuth.broker.postmortem.crashes import CrashStore
+    from raysleuth.broker.postmortem.replay import Replay
+    from raysleuth.broker.workers.agents import Agents
+    from raysleuth.broker.workers.table import WorkerTable
 
 
 class Door(Protocol):
@@ -152,7 +152,7 @@ class DapSession:
             finally:
                 await self._progress_end()
             if not mappings and isinstance(args.get("localRoot"), str):
-                from raysleuth.broker.pathmap import auto_mapping
+                from raysleuth.broker.debug.pathmap import auto_mapping
 
                 mappings = await auto_mapping(self.door.agents, worker, args["localRoot"])
                 for m in mappings:
@@ -173,7 +173,7 @@ class DapSession:
 
         True when answered here; False to attach live to the held worker (args gets `worker`).
         """
-        from raysleuth.broker.replay import Replay
+        from raysleuth.broker.postmortem.replay import Replay
 
         crash_id = str(args["crash"])
         rec = self.door.crashes.get(crash_id)

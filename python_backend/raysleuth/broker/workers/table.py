@@ -1,5 +1,5 @@
 """The worker table as a service: the agents' reports and Ray's State API, merged (by the pure
-rules of `workers.py`) with what other services know: a link that holds a worker stopped, its
+rules of `snapshot.py`) with what other services know: a link that holds a worker stopped, its
 newest crash record, its GPU memory.
 
 Other services tell it about changes through the hub (`link`, `crash-filed`); it publishes the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from raysleuth.broker.workers import StateSnapshot, comparable, merge_nodes, merge_workers
+from raysleuth.broker.workers.snapshot import StateSnapshot, comparable, merge_nodes, merge_workers
 from raysleuth.model.worker import Worker
 
 

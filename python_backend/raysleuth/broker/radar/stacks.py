@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from raysleuth.broker.hangwatch import HangWatch
+from raysleuth.broker.radar.hangwatch import HangWatch
 from raysleuth.model.scope import parse_ranks
 from raysleuth.model.stacks import find_behind, format_text, group_stacks
 from raysleuth.model.worker import Worker

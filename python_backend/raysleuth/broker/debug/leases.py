@@ -10,8 +10,8 @@ import logging
 import os
 import time
 
-from raysleuth.broker.links import WorkerLink
-from raysleuth.broker.postmortem import describe_exit
+from raysleuth.broker.debug.links import WorkerLink
+from raysleuth.broker.postmortem.filing import describe_exit
 from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import SleuthError

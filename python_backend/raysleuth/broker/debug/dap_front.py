@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from raysleuth.broker.dap_session import DapSession
+from raysleuth.broker.debug.dap_session import DapSession
 from raysleuth.dap.framing import bound_reader
 from raysleuth.shared.limits import (
     ATTACH_WITHIN_S,

@@ -1,0 +1,1 @@
+"""The cluster's breakpoints, logpoints and snapshot points, and the cross-rank tensor table."""

@@ -1,0 +1,1 @@
+"""Post-mortem: crash records, filed and stored, and read-only replays of them."""

@@ -1,0 +1,1 @@
+"""What workers report over time: GPU memory and the timeline."""
