@@ -19,9 +19,9 @@ export type AnnotatedPoint = Pick<ClusterBreakpoint, "line" | "condition" | "hit
  * Which workers have a point armed, in a few words: "rank 0", "ranks 0,2-3",
  * "ranks 0-1 + 1 unranked", "none"; a broker without armed_on: the count.
  */
-export function armedLabel(bp: { armed: number; armed_on?: ArmedOn[] }): string {
+export function armedLabel(bp: { armed?: number; armed_on?: ArmedOn[] }): string {
   if (!bp.armed_on) {
-    return String(bp.armed);
+    return String(bp.armed ?? 0);
   }
   const ranks = bp.armed_on.map((a) => a.rank).filter((r): r is number => typeof r === "number");
   const unranked = bp.armed_on.length - ranks.length;
@@ -38,7 +38,7 @@ function armedWorkers(armedOn: readonly ArmedOn[]): string {
 }
 
 /** True for a point this owner set; a broker older than owners names none, and then every point is the editor's. */
-export function isOwnedBy(bp: Pick<ClusterBreakpoint, "owner">, owner: string): boolean {
+export function isOwnedBy(bp: { owner?: string }, owner: string): boolean {
   return bp.owner === undefined || bp.owner === null || bp.owner === owner;
 }
 
@@ -77,7 +77,7 @@ export function scopeLabel(scope: string | null | undefined): string {
 }
 
 /** What a cluster breakpoint's line shows after its text, e.g. "  ⟵ ranks 0,2 · armed on 2". */
-export function breakpointLineText(bp: { scope: string | null; armed: number; armed_on?: ArmedOn[] }): string {
+export function breakpointLineText(bp: { scope: string | null; armed?: number; armed_on?: ArmedOn[] }): string {
   return `  ⟵ ${scopeLabel(bp.scope)} · armed on ${armedLabel(bp)}`;
 }
 
@@ -131,7 +131,7 @@ export function lineAnnotations(bps: readonly AnnotatedPoint[], owner: string): 
         // Several points on one line: the workers that have any of them armed.
         const byWorker = new Map(mine.flatMap((b) => b.armed_on ?? []).map((a) => [a.worker, a]));
         const armedOn = mine.every((b) => b.armed_on) ? [...byWorker.values()] : undefined;
-        texts.push(breakpointLineText({ scope: mine.map((b) => b.scope ?? "all").join("; "), armed: Math.max(...mine.map((b) => b.armed)), armed_on: armedOn }));
+        texts.push(breakpointLineText({ scope: mine.map((b) => b.scope ?? "all").join("; "), armed: Math.max(...mine.map((b) => b.armed ?? 0)), armed_on: armedOn }));
       }
       texts.push(...others.map(foreignLineText));
       return { line, text: texts.join(""), hover: hoverText([...mine, ...others], owner) };

@@ -327,7 +327,7 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
 
   /** A worker on a node that /v1/nodes did not list yet: fetch the nodes again (debounced). */
   private refreshNodesIfUnknown(workers: WorkerInfo[]): void {
-    if (workers.every((w) => this.knownNodes.has(w.node_id)) || this.nodesRefresh) {
+    if (workers.every((w) => this.knownNodes.has(w.node_id ?? "")) || this.nodesRefresh) {
       return;
     }
     this.nodesRefresh = setTimeout(() => {

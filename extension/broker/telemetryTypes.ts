@@ -1,6 +1,7 @@
 // The broker's objects for tensors across ranks, GPU memory over time and the
 // timeline (issue 14), as the extension sees them: `GET /v1/inspect`, snapshot
 // values, `GET /v1/gpu` and the `gpu` stream event, `GET /v1/events`. Types only.
+import type { CrashSummary } from "./wire";
 /**
  * One summary of a value as the workers compute it (raysleuth/model/tensors.py): a tensor,
  * array or number entry (statistics), a short repr (`value`), or an `error`. Rows of
@@ -89,14 +90,5 @@ export interface TimelineEvent {
   fields: Record<string, unknown>;
 }
 
-/** One row of `GET /v1/crashes` (newest first). */
-export interface CrashRecordSummary {
-  id: string;
-  time: number;
-  kind: "exception" | "worker_died" | "oom" | "segfault";
-  exc_type: string | null;
-  message: string | null;
-  hint: string | null;
-  held_until?: number | null;
-  worker: { id?: string; rank?: number | null; node_id?: string | null; actor_class?: string | null; task?: string | null; pid?: number | null };
-}
+/** One row of `GET /v1/crashes` (newest first), generated from the Python model. */
+export type CrashRecordSummary = CrashSummary;

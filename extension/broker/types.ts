@@ -5,75 +5,12 @@ import type { TensorSummary } from "./telemetryTypes";
 export * from "./telemetryTypes";
 export * from "./stacksTypes";
 
-export type WorkerState = "running" | "idle" | "paused" | "crashed" | "exited";
+import type { PointJson, Worker } from "./wire";
 
-export interface PausedAt {
-  path: string;
-  line: number;
-  reason: string;
-}
+export type { ArmedOn, CrashFrame, CrashKind, CrashRecord, CrashSummary, CrashWorker, GpuMemory, PausedAt, PauseDeadline, PointJson, Worker, WorkerState } from "./wire";
 
-/** One Ray worker process, as `GET /v1/workers` returns it. */
-export interface WorkerInfo {
-  /** Ray's worker id (hex). */
-  id: string;
-  pid: number;
-  node_id: string;
-  node_ip: string;
-  job_id: string | null;
-  actor_id: string | null;
-  /** Class of the actor this worker hosts; null for a task worker. */
-  actor_class: string | null;
-  actor_name: string | null;
-  /** Name of the task running now, if any. */
-  task: string | null;
-  rank: number | null;
-  local_rank: number | null;
-  world_size: number | null;
-  gpu_ids: number[] | null;
-  state: WorkerState;
-  paused_at: PausedAt | null;
-  /** False for workers seen only through Ray's State API (no agent inside). */
-  agent: boolean;
-  /** Python version of the worker, e.g. "3.12.4". */
-  python: string | null;
-  /** When the broker last heard of the worker (seconds since the epoch, or ISO text). */
-  last_seen: number | string | null;
-  /** This worker's GPU memory from its NVML samples (all its GPUs), null without any. */
-  gpu_memory?: GpuMemory | null;
-  /** The worker's working folder, as the worker sees it (path mapping). */
-  cwd?: string | null;
-  /** While paused: when the broker first saw this pause (seconds since the epoch); a new pause gets a new value. */
-  /** Ids of the cluster points armed in the worker now (its agent's last report). */
-  armed?: string[];
-  paused_since?: number | null;
-  /** While paused: the nearest timeout that will end the pause (absent: none known). */
-  deadline?: PauseDeadline | null;
-  /** While paused: every timeout known to end the pause. */
-  deadlines?: PauseDeadline[];
-  /** Id of the worker's newest crash record. */
-  crash?: string | null;
-  /** A crashed worker held for an attach is let go at this time (seconds since the epoch). */
-  held_until?: number | null;
-}
-
-/** A timeout that ends a worker's pause, e.g. Ray Train's health check. */
-export interface PauseDeadline {
-  /** When it fires (seconds since the epoch); absent in `deadlines`' entries. */
-  at?: number;
-  /** e.g. "Ray Train's worker health check". */
-  what: string;
-  seconds: number;
-  /** What to raise to give a pause more time, e.g. "RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S (runtime_env env_vars)". */
-  setting: string;
-}
-
-export interface GpuMemory {
-  used_bytes: number;
-  peak_bytes: number;
-  /** The last samples never fell and rose by 256 MiB or more. */
-  growing: boolean;
-}
+/** One Ray worker process, as `GET /v1/workers` returns it (generated from the Python model). */
+export type WorkerInfo = Worker;
 
 /** One Ray node, as `GET /v1/nodes` returns it. */
 export interface NodeInfo {
@@ -109,39 +46,7 @@ export interface BrokerErrorBody {
 }
 
 /** One breakpoint of the cluster set, as `GET /v1/breakpoints` and `PUT /v1/breakpoints` answer it. */
-export interface ClusterBreakpoint {
-  id: string;
-  /** The file as the editor sent it (an absolute local path). */
-  path: string;
-  /** 1-based. */
-  line: number;
-  /** As written, scope prefix included, e.g. "[rank 0,2-3] step % 100 == 0". */
-  condition: string | null;
-  hitCondition: string | null;
-  logMessage: string | null;
-  ranks: number[] | null;
-  /** The scope without brackets, e.g. "rank 0,2-3"; null: every worker. */
-  scope: string | null;
-  /** Number of workers that have it armed now. */
-  armed: number;
-  /** Which workers have it armed now, by rank (absent from an older broker). */
-  armed_on?: ArmedOn[];
-  /** Live workers that have not taken the set yet. */
-  pending?: number;
-  /**
-   * Who set it: "cli" (the terminal), "api" (an HTTP client that named no one),
-   * "vscode:<window>" (a VS Code window's editor breakpoints), or what a client
-   * named itself. Absent from a broker older than owners.
-   */
-  owner?: string;
-}
-
-/** One worker that has a cluster breakpoint armed. */
-export interface ArmedOn {
-  worker: string;
-  rank: number | null;
-  pid: number | null;
-}
+export type ClusterBreakpoint = PointJson;
 
 /** One editor breakpoint in the body of `PUT /v1/breakpoints`. */
 export interface BreakpointSpec {

@@ -42,7 +42,7 @@ function compareWorkers(a: WorkerInfo, b: WorkerInfo): number {
   if (ra !== rb) {
     return ra < rb ? -1 : 1;
   }
-  return a.pid - b.pid;
+  return (a.pid ?? 0) - (b.pid ?? 0);
 }
 
 function groupOrder(name: string): number {
@@ -64,9 +64,9 @@ export function groupWorkers(workers: readonly WorkerInfo[], nodes: readonly Nod
     nodeOf(n.node_id, n.node_ip, n.alive);
   }
   for (const w of workers) {
-    const node = nodeOf(w.node_id, w.node_ip, true);
+    const node = nodeOf(w.node_id ?? "", w.node_ip ?? "", true);
     if (!node.nodeIp) {
-      node.nodeIp = w.node_ip;
+      node.nodeIp = w.node_ip ?? "";
     }
     const name = groupNameOf(w);
     let group = node.groups.find((g) => g.name === name);
@@ -172,7 +172,7 @@ export function workerDescription(w: WorkerInfo, options: ShowOptions = {}): str
   }
   let text: string = w.state;
   if (w.state === "paused" && w.paused_at) {
-    text = `paused at ${path.basename(w.paused_at.path)}:${w.paused_at.line}`;
+    text = `paused at ${path.basename(w.paused_at.path ?? "?")}:${w.paused_at.line}`;
   }
   const deadline = deadlineText(w, options.now);
   if (deadline) {
@@ -307,7 +307,7 @@ export function workerPickItems(workers: readonly WorkerInfo[]): WorkerPickItem[
       (a, b) =>
         Number(b.state === "paused") - Number(a.state === "paused") ||
         (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) ||
-        a.pid - b.pid,
+        (a.pid ?? 0) - (b.pid ?? 0),
     )
     .map((w) => ({
       label: workerLabel(w),

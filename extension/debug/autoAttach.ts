@@ -48,7 +48,7 @@ export class AutoAttachService implements vscode.Disposable {
 
   private flush(): void {
     this.batchTimer = undefined;
-    const batch = this.batch.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
+    const batch = this.batch.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || (a.pid ?? 0) - (b.pid ?? 0));
     this.batch = [];
     // Started in rank order, not one after the other: a worker paused in breakpoint() waits for
     // its session, and a Continue All right after the pauses must find every one attached.

@@ -31,7 +31,7 @@ export function isHeldCrash(w: WorkerInfo): boolean {
 }
 
 function byRank(a: WorkerInfo, b: WorkerInfo): number {
-  return (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid;
+  return (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || (a.pid ?? 0) - (b.pid ?? 0);
 }
 
 /**

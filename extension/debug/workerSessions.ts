@@ -218,7 +218,7 @@ export class WorkerSessionService implements vscode.Disposable {
       return [];
     }
     // Started in rank order (the Call Stack lists sessions in the order they start), all at once.
-    paused.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || a.pid - b.pid);
+    paused.sort((a, b) => (a.rank ?? Number.POSITIVE_INFINITY) - (b.rank ?? Number.POSITIVE_INFINITY) || (a.pid ?? 0) - (b.pid ?? 0));
     const sessions = await Promise.all(paused.map((w) => this.attachWorker(w)));
     return sessions.filter((s): s is vscode.DebugSession => s !== undefined);
   }

@@ -77,7 +77,7 @@ def hover_markdown(defn: RemoteDef, workers: list[Worker] | None, crashes: list[
         lines += ["| rank | state | pid | GPU memory | node |", "| --- | --- | --- | --- | --- |"]
         for w in live:
             rank = "-" if w.rank is None else str(w.rank)
-            state = w.state or "-"
+            state: str = w.state or "-"
             if w.paused_at:
                 state += f" at line {w.paused_at.get('line')}"
             node = (w.node_ip or "") + (f" {w.node_id[:4]}" if w.node_id else "")
@@ -94,9 +94,9 @@ def hover_markdown(defn: RemoteDef, workers: list[Worker] | None, crashes: list[
 
 
 def _gpu(w: Worker) -> str:
-    mem = w.gpu_memory or {}
-    used = mem.get("used_bytes")
-    if used is None:
+    mem = w.gpu_memory
+    used = mem.get("used_bytes") if mem else None
+    if mem is None or used is None:
         return "-"
     text = f"{used / 2**30:.1f} GiB"
     if mem.get("peak_bytes"):

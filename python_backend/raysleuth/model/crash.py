@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import get_args
 
-KINDS = ("exception", "worker_died", "oom", "segfault")
+from raysleuth.model.wire import CrashFrame, CrashKind, CrashSummary, CrashWorker
+
+KINDS: tuple[CrashKind, ...] = get_args(CrashKind)
 
 
 @dataclass
@@ -19,9 +22,9 @@ class CrashRecord:
     #: `<yyyymmdd-hhmmss>-<hex>`, also the file name in the state dir.
     time: float
     #: When it happened (seconds since the epoch).
-    kind: str
+    kind: CrashKind
     #: One of KINDS.
-    worker: dict = field(default_factory=dict)
+    worker: CrashWorker = field(default_factory=lambda: CrashWorker())
     #: The worker object (the contract's fields) as it was at the crash.
     exc_type: str | None = None
     #: Qualified exception class (`builtins.ZeroDivisionError`); None for a hard death.
@@ -31,7 +34,7 @@ class CrashRecord:
     #: What to look at first (set by the store).
     held_until: float | None = None
     #: While the crashed worker is held for an attach: when it is let go.
-    frames: list[dict] = field(default_factory=list)
+    frames: list[CrashFrame] = field(default_factory=list)
     #: [{path, line, function, locals: {name: repr}}], innermost first.
     gpu: dict | None = None
     #: The last GPU sample of the worker (NVML), or None.
@@ -59,7 +62,7 @@ class CrashRecord:
     #: The worker's last heartbeat before it died.
     capture_ms: float | None = None
     #: How long the agent took to build the record.
-    sources: dict = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
     #: Path → source text of the frames' files, for a replay where the files are not.
     extra: dict = field(default_factory=dict)
     #: Any other field a (newer) agent sent: kept on disk, not served.
@@ -85,8 +88,11 @@ class CrashRecord:
             known[k] = known.get(k) or {}
         return cls(**known, extra=extra)
 
-    def summary(self) -> dict:
-        return {k: getattr(self, k) for k in self.SUMMARY}
+    def summary(self) -> CrashSummary:
+        return CrashSummary(
+            id=self.id, time=self.time, kind=self.kind, exc_type=self.exc_type, message=self.message,
+            hint=self.hint, worker=self.worker, held_until=self.held_until,
+        )  # fmt: skip
 
     def to_json(self) -> dict:
         """The full record as `GET /v1/crashes/{id}` serves it."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from raysleuth.model.expr import check_expression
 from raysleuth.model.hits import HitCondition
 from raysleuth.model.scope import Scope, split_condition, with_ranks
+from raysleuth.model.wire import PointJson
 from raysleuth.shared.errors import BadRequest
 from raysleuth.shared.limits import MAX_LOG_MESSAGE_CHARS
 
@@ -73,9 +74,9 @@ class Point:
 
     # --- wire ----------------------------------------------------------------------------------
 
-    def to_json(self, armed: int | None = None) -> dict:
+    def to_json(self, armed: int | None = None) -> PointJson:
         """The public listing (GET /v1/breakpoints, /v1/snapshots)."""
-        out = {
+        out: PointJson = {
             "id": self.id,
             "path": self.path,
             "line": self.line,
@@ -87,9 +88,8 @@ class Point:
             "owner": self.owner,
         }
         if self.kind == "snapshot":
-            out.update(
-                snapshot=self.snapshot, count=self.count, created=self.created, expressions=self.expressions
-            )
+            out["snapshot"], out["count"] = self.snapshot, self.count
+            out["created"], out["expressions"] = self.created, self.expressions
         if armed is not None:
             out["armed"] = armed
         return out

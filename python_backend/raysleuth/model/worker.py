@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import get_args
 
-STATES = ("running", "idle", "paused", "crashed", "exited")
+from raysleuth.model.wire import GpuMemory, PausedAt, PauseDeadline, WorkerState
+
+STATES: tuple[WorkerState, ...] = get_args(WorkerState)
 
 
 @dataclass
@@ -27,10 +30,10 @@ class Worker:
     #: From raysleuth.set_rank(), RANK/LOCAL_RANK/WORLD_SIZE or Ray Train's context.
     local_rank: int | None = None
     world_size: int | None = None
-    gpu_ids: list = field(default_factory=list)
-    state: str = "idle"
+    gpu_ids: list[int] = field(default_factory=list)
+    state: WorkerState = "idle"
     #: One of STATES.
-    paused_at: dict | None = None
+    paused_at: PausedAt | None = None
     #: {path, line, reason} while paused or held after a crash.
     agent: bool = False
     #: False for a worker seen only through Ray's State API.
@@ -38,19 +41,19 @@ class Worker:
     last_seen: float | None = None
     cwd: str | None = None
     #: The worker's working folder (path mapping).
-    armed: list = field(default_factory=list)
+    armed: list[str] = field(default_factory=list)
     #: Ids of the cluster points armed in the worker now.
     crash: str | None = None
     #: Id of its newest crash record.
     held_until: float | None = None
     #: A crashed worker held for an attach is let go at this time.
-    gpu_memory: dict | None = None
+    gpu_memory: GpuMemory | None = None
     #: {used_bytes, peak_bytes, growing} from its GPU samples.
-    deadlines: list = field(default_factory=list)
+    deadlines: list[PauseDeadline] = field(default_factory=list)
     #: While paused: [{what, seconds, setting}], the timeouts that end the pause (its agent's).
     paused_since: float | None = None
     #: When the broker first saw it paused (this pause).
-    deadline: dict | None = None
+    deadline: PauseDeadline | None = None
     #: While paused: the nearest of `deadlines` as {at, what, seconds, setting} (`at`: epoch s).
 
     @property

@@ -132,7 +132,7 @@ describe("Debug sessions against the demo's real broker", () => {
 
       await waitFor("the broker to show rank 1 paused at the breakpoint", async () => {
         const w = await rankWorker(1);
-        return w?.state === "paused" && w.paused_at?.line === line && path.basename(w.paused_at.path) === "demo.py";
+        return w?.state === "paused" && w.paused_at?.line === line && path.basename(w.paused_at.path ?? "") === "demo.py";
       }, 15_000);
 
       // Issue #13, item 5: the Ray cluster session is paused too, its one worker session being paused.

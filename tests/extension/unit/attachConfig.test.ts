@@ -4,16 +4,12 @@ import * as assert from "assert";
 import { WorkerInfo } from "../../../extension/broker/types";
 import { mergePathMappings, parseDapAddress, sessionKey, targetWorker } from "../../../extension/debug/attachConfig";
 import { workerPickItems } from "../../../extension/cluster/workerGrouping";
+import { makeWorker } from "./workerFixture";
 
 let nextPid = 4000;
 function worker(over: Partial<WorkerInfo>): WorkerInfo {
   const pid = over.pid ?? nextPid++;
-  return {
-    id: `w${pid}`, pid, node_id: "aaaa1111", node_ip: "10.0.0.1", job_id: "01000000", actor_id: null,
-    actor_class: "Learner", actor_name: null, task: null, rank: null, local_rank: null, world_size: 4,
-    gpu_ids: [], state: "running", paused_at: null, agent: true, python: "3.12.4", last_seen: 1_700_000_000,
-    ...over,
-  };
+  return makeWorker({ id: `w${pid}`, pid, node_id: "aaaa1111", actor_class: "Learner", world_size: 4, ...over });
 }
 
 describe("Attach configuration", () => {

@@ -41,6 +41,7 @@ const PURE = [
   "broker/brokerLocator",
   "broker/brokerProcess",
   "broker/types",
+  "broker/wire",
   "broker/telemetryTypes",
   "broker/stacksTypes",
   "broker/telemetryClient",

@@ -4,29 +4,10 @@
 import * as assert from "assert";
 import { WorkerInfo } from "../../../extension/broker/types";
 import { isHeldCrash, pauseKey, PauseTracker } from "../../../extension/debug/pauseTracker";
+import { makeWorker } from "./workerFixture";
 
 function worker(over: Partial<WorkerInfo>): WorkerInfo {
-  return {
-    id: "w0",
-    pid: 100,
-    node_id: "n1",
-    node_ip: "10.0.0.1",
-    job_id: "01000000",
-    actor_id: null,
-    actor_class: "Trainer",
-    actor_name: null,
-    task: null,
-    rank: 0,
-    local_rank: null,
-    world_size: null,
-    gpu_ids: [],
-    state: "running",
-    paused_at: null,
-    agent: true,
-    python: "3.12.4",
-    last_seen: 1_700_000_000,
-    ...over,
-  };
+  return makeWorker({ actor_class: "Trainer", rank: 0, ...over });
 }
 
 const AT = { path: "/app/train.py", line: 42, reason: "breakpoint" };

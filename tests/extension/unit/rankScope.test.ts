@@ -7,6 +7,7 @@ import { formatRanks, parseRanks } from "../../../extension/common/ranks";
 import { rankScopeOf, setRankScope, splitCondition } from "../../../extension/breakpoints/rankScope";
 import { breakpointLineText, scopeLabel } from "../../../extension/breakpoints/annotations";
 import { logpointText } from "../../../extension/breakpoints/logpointText";
+import { makeWorker } from "./workerFixture";
 
 describe("Rank scope prefixes", () => {
   it("writes [rank 0,2] in front of a plain condition and creates a condition when there was none", () => {
@@ -63,11 +64,8 @@ describe("Rank scope prefixes", () => {
   });
 
   it("lists the live ranks once each, with their workers, for the rank pickers", () => {
-    const w = (rank: number | null, pid: number, over: Partial<WorkerInfo> = {}): WorkerInfo => ({
-      id: `w${pid}`, pid, node_id: "n", node_ip: "127.0.0.1", job_id: "01", actor_id: null, actor_class: "Trainer", actor_name: null,
-      task: null, rank, local_rank: null, world_size: 4, gpu_ids: [], state: "running", paused_at: null, agent: true, python: "3.11",
-      last_seen: 0, ...over,
-    });
+    const w = (rank: number | null, pid: number, over: Partial<WorkerInfo> = {}): WorkerInfo =>
+      makeWorker({ id: `w${pid}`, pid, node_id: "n", node_ip: "127.0.0.1", job_id: "01", actor_class: "Trainer", rank, world_size: 4, python: "3.11", last_seen: 0, ...over });
     const ranks = liveRanks([w(2, 12), w(0, 10), w(null, 11), w(2, 13, { actor_class: "RankWorker", state: "paused" }), w(1, 14, { state: "exited" })]);
     assert.deepStrictEqual(ranks.map((r) => [r.rank, r.workers.map((x) => x.pid)]), [[0, [10]], [2, [12, 13]]]);
     assert.strictEqual(rankDescription(ranks[1]), "Trainer, RankWorker · 2 workers · 1 paused");

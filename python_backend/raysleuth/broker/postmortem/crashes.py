@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from raysleuth.model.crash import KINDS, CrashRecord
+from raysleuth.model.wire import CrashSummary
 from raysleuth.shared.privfiles import private_dir, write_private
 
 log = logging.getLogger("raysleuth.broker")
@@ -191,7 +192,7 @@ class CrashStore:
     def records(self) -> list[CrashRecord]:
         return sorted(self._records.values(), key=lambda r: r.time or 0, reverse=True)
 
-    def summaries(self) -> list[dict]:
+    def summaries(self) -> list[CrashSummary]:
         return [r.summary() for r in self.records()]
 
     def latest_for(self, worker_id: str) -> CrashRecord | None:

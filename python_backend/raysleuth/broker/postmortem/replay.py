@@ -29,7 +29,7 @@ class Replay:
         self.rec = record
         self.why = RAN_ON if worker_live else GONE
         """Why only stored values can be shown: the worker is gone, or it ran on."""
-        self.frames: list[dict] = list(record.frames)
+        self.frames: list[dict] = [dict(f) for f in record.frames]
         self.sources: dict[str, str] = dict(record.sources)
         self._source_refs: dict[int, str] = {}
         self.label = record.label

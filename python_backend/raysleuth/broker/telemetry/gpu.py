@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 
+from raysleuth.model.wire import GpuMemory
+
 KEEP = 720
 """Samples kept per worker (an hour at the broker's 5 s view of a steady worker)."""
 
@@ -55,7 +57,7 @@ class GpuHistory:
         never_fell = all(b >= a for a, b in zip(totals, totals[1:], strict=False))
         return never_fell and totals[-1] - totals[0] >= MIN_GROWTH
 
-    def summary(self, worker_id: str) -> dict | None:
+    def summary(self, worker_id: str) -> GpuMemory | None:
         """For the worker object: {used_bytes (newest), peak_bytes, growing}, or None."""
         ring = self._samples.get(worker_id)
         if not ring or not any(s.get("gpus") for s in ring):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from raysleuth.broker.workers.snapshot import StateSnapshot, comparable, merge_nodes, merge_workers
+from raysleuth.model.wire import PausedAt
 from raysleuth.model.worker import Worker
 
 
@@ -26,7 +27,7 @@ class WorkerTable:
         """The latest State API snapshot, or None while Ray's dashboard is unreachable."""
         self.ray_debugger_ports: dict[str, int] = {}
         """Worker id → port of a debugpy listener Ray's own breakpoint() opened (State API)."""
-        self.stopped_links: dict[str, dict | None] = {}
+        self.stopped_links: dict[str, PausedAt | None] = {}
         """Worker id → where it is paused (or None while that is being found) while a link
         holds it stopped."""
         self._paused_since: dict[str, float] = {}
@@ -126,7 +127,7 @@ class WorkerTable:
         since = w.paused_since = self._paused_since.setdefault(w.id, self.clock())
         if w.deadlines:
             d = min(w.deadlines, key=lambda d: d.get("seconds") or float("inf"))
-            w.deadline = dict(d, at=since + float(d.get("seconds") or 0))
+            w.deadline = {**d, "at": since + float(d.get("seconds") or 0)}
 
     def workers(self) -> list[Worker]:
         return self._workers
