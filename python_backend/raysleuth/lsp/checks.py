@@ -274,7 +274,7 @@ class _Checker(ast.NodeVisitor):
     def _ray_get(self, call: ast.Call) -> None:
         arg = call.args[0]
         tasks = any(is_task_call(n) for n in ast.walk(arg))
-        if self.loops and (tasks or names_in(arg) & self.loops[-1].refs):
+        if self.loops and (tasks or (names_in(arg) & self.loops[-1].refs and self._one_at_a_time(call))):
             self.findings.append(
                 Finding(
                     GET_IN_LOOP,
@@ -294,6 +294,19 @@ class _Checker(ast.NodeVisitor):
                     severity="information",
                 )
             )
+
+    def _one_at_a_time(self, get: ast.Call) -> bool:
+        """The loop submits one task before this get: a step that submits several (or a
+        comprehension of them) first runs them side by side, and waiting for them is fine."""
+        where = (get.lineno, get.col_offset)
+        nodes = [n for n in ast.walk(self.loops[-1].node) if hasattr(n, "lineno") and (n.lineno, n.col_offset) < where]
+        before = [n for n in nodes if is_task_call(n)]
+        many = any(
+            isinstance(c, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
+            and any(is_task_call(n) for n in ast.walk(c))
+            for c in nodes
+        )
+        return len(before) <= 1 and not many
 
     def _by_value(self, call: ast.Call) -> None:
         for arg in list(call.args) + [k.value for k in call.keywords]:

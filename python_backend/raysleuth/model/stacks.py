@@ -75,7 +75,8 @@ def group_stacks(workers: list[dict]) -> list[dict]:
 
     Workers without a stack (an error, no threads) belong to no group: the caller lists them
     apart. Within a job, groups come largest first (then lowest rank); with two or more groups,
-    every group strictly smaller than the largest is a `minority` (a tie flags none).
+    every group strictly smaller than the largest is a `minority` (a tie flags none). In a job
+    with ranks only groups of ranks are compared: its unranked workers are never a minority.
     """
     out: list[dict] = []
     with_stack = [w for w in workers if _has_stack(w)]
@@ -98,9 +99,12 @@ def group_stacks(workers: list[dict]) -> list[dict]:
                 }
             )
         groups.sort(key=lambda g: (-g["count"], g["ranks"][0] if g["ranks"] else float("inf")))
-        if len(groups) >= 2:
-            largest = groups[0]["count"]
-            for g in groups:
+        # In a job with ranks, only ranks can hold the others back: a helper task or pool
+        # worker of the job (no rank) stands elsewhere by design.
+        peers = [g for g in groups if g["ranks"]] or groups
+        if len(peers) >= 2:
+            largest = max(g["count"] for g in peers)
+            for g in peers:
                 g["minority"] = g["count"] < largest
         out.extend(groups)
     return out
@@ -181,15 +185,19 @@ def _by_step(job_workers: list[dict]) -> list[dict]:
 def _by_minority(job_groups: list[dict], job_workers: list[dict]) -> list[dict]:
     if not any(g["minority"] for g in job_groups):
         return []
-    largest = job_groups[0]
-    total = sum(g["count"] for g in job_groups)
     ranks = {w.get("worker"): w.get("rank") for w in job_workers}
-    why = f"stack differs from {_who(largest['ranks'], largest['count'])} ({largest['count']} of {total})"
+    ranked = any(g["ranks"] for g in job_groups)
+    peers = [g for g in job_groups if g["ranks"]] or job_groups
+    largest = peers[0]
+    total = sum(len(g["ranks"]) if ranked else g["count"] for g in peers)
+    size = len(largest["ranks"]) if ranked else largest["count"]
+    why = f"stack differs from {_who(largest['ranks'], size)} ({size} of {total})"
     return [
         {"rank": ranks.get(wid), "worker": wid, "why": why}
         for g in job_groups
         if g["minority"]
         for wid in g["workers"]
+        if not ranked or ranks.get(wid) is not None
     ]
 
 

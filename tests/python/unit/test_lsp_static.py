@@ -141,6 +141,7 @@ async def test_each_ray_anti_pattern_is_flagged_on_its_line(client: LanguageClie
     assert lines == {
         line_of(path, "get-siblings"): {"ray-get-own-tasks"},
         line_of(path, "get-in-loop"): {"ray-get-in-loop"},
+        line_of(path, "get-in-loop-by-name"): {"ray-get-in-loop"},
         line_of(path, "get-in-comprehension"): {"ray-get-in-loop"},
         line_of(path, "large-by-value"): {"large-arg-by-value"},
         line_of(path, "unused-result"): {"remote-result-unused"},

@@ -196,6 +196,23 @@ def test_without_collectives_or_steps_the_minority_is_behind():
     ]
 
 
+def test_an_unranked_task_of_a_ranked_job_is_never_behind():
+    """Issue 25: the demo's `prefetch_batch` task (no rank) stood elsewhere than ranks 0-3 and was
+    named behind. In a job with ranks only ranks are compared; a minority rank still is."""
+    ranks = [worker(f"w{r}", r, IN_ALL_REDUCE) for r in range(4)]
+    helper = worker("t1", None, IN_LOADER)
+    groups = group_stacks([*ranks, helper])
+    assert [(g["ranks_text"], g["count"], g["minority"]) for g in groups] == [
+        ("0-3", 4, False),
+        ("", 1, False),
+    ]
+    assert find_behind([*ranks, helper], groups, []) == []
+    odd = [*ranks[:3], worker("w3", 3, IN_LOADER), helper]
+    assert find_behind(odd, group_stacks(odd), []) == [
+        {"rank": 3, "worker": "w3", "why": "stack differs from ranks 0-2 (3 of 4)"}
+    ]
+
+
 def test_a_tie_names_nobody_behind():
     ws = [worker(f"w{r}", r, IN_ALL_REDUCE if r < 2 else IN_LOADER) for r in range(4)]
     assert find_behind(ws, group_stacks(ws), []) == []
