@@ -299,7 +299,10 @@ class _Checker(ast.NodeVisitor):
         """The loop submits one task before this get: a step that submits several (or a
         comprehension of them) first runs them side by side, and waiting for them is fine."""
         where = (get.lineno, get.col_offset)
-        nodes = [n for n in ast.walk(self.loops[-1].node) if hasattr(n, "lineno") and (n.lineno, n.col_offset) < where]
+        nodes = [
+            n for n in ast.walk(self.loops[-1].node)
+            if isinstance(n, ast.expr | ast.stmt) and (n.lineno, n.col_offset) < where
+        ]  # fmt: skip
         before = [n for n in nodes if is_task_call(n)]
         many = any(
             isinstance(c, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
