@@ -2,8 +2,9 @@
 // state → sessions → breakpoints → views), as one object: extension.ts registers the commands
 // on it, disposes everything it holds and hands it to the tests.
 import * as vscode from "vscode";
-import { WORKERS_VIEW_ID } from "./constants";
-import { createTreeView } from "./common/vscodeapi";
+import { Settings, WORKERS_VIEW_ID } from "./constants";
+import { createTreeView, getSetting } from "./common/vscodeapi";
+import { readBrokerFile, resolveStateDir } from "./broker/brokerLocator";
 import { BrokerConnectionService } from "./broker/brokerConnection";
 import { ClusterState } from "./cluster/clusterState";
 import { ClusterStatusBar } from "./cluster/statusBar";
@@ -63,7 +64,9 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
   const languageServer = new SleuthLanguageClient(channel, {
     revealWorkers: (ids) => workerTree.reveal(treeView, ids),
     adoptClusterBreakpoint: (file, line, from) => mirror.adopt(file, line, from),
+    brokerPython: () => readBrokerFile(resolveStateDir(getSetting<string>(Settings.stateDir, "")))?.python ?? undefined,
   });
+  state.onDidChange(() => state.status === "connected" && languageServer.brokerAvailable());
   return {
     connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,

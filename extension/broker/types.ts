@@ -29,6 +29,8 @@ export interface BrokerReadyInfo {
   token_file: string;
   /** The Ray cluster's GCS address the broker is on, e.g. "127.0.0.1:6379". */
   ray_address?: string | null;
+  /** The broker's own interpreter (it has raysleuth): the language server's first choice. */
+  python?: string | null;
 }
 
 /** `GET /v1/status`: only the fields the extension reads. */

@@ -17,7 +17,7 @@ import {
 } from "vscode-languageclient/node";
 import { LANGUAGE_CLIENT_ID, LANGUAGE_CLIENT_NAME, Settings } from "../constants";
 import { log, swallow } from "../common/log";
-import { onDidChangePythonInterpreter, resolvePythonPath } from "../common/python";
+import { onDidChangePythonInterpreter, PythonChoice, pythonCandidates } from "../common/python";
 import * as vsapi from "../common/vscodeapi";
 import { probeInterpreter } from "./interpreterProbe";
 import { ServerLogChannel } from "./serverLog";
@@ -54,6 +54,8 @@ export interface LanguageClientHooks {
   revealWorkers(ids: readonly string[]): Thenable<number>;
   /** The editor now has the breakpoint `owner` set in the cluster at this line: take it over (BreakpointMirrorService.adopt). */
   adoptClusterBreakpoint(fsPath: string, line: number, owner: string): Promise<boolean>;
+  /** The interpreter the local broker runs on (`python` in broker.json), if one is known. */
+  brokerPython(): string | undefined;
 }
 
 export type LanguageServerState = "off" | "starting" | "running" | "stopped" | "failed";
@@ -63,6 +65,8 @@ export class SleuthLanguageClient implements vscode.Disposable {
   notifier: (message: string, ...actions: string[]) => Thenable<string | undefined> = (m, ...a) => vsapi.showWarningMessage(m, ...a);
   /** The last broker status the server sent. */
   brokerStatus: BrokerStatusParams | undefined;
+  /** The interpreter the server runs on, and where it came from (undefined until one is found). */
+  interpreter: PythonChoice | undefined;
   /** Every problem told so far: each text once per window. */
   readonly told: string[] = [];
   private client: LanguageClient | undefined;
@@ -168,14 +172,11 @@ export class SleuthLanguageClient implements vscode.Disposable {
       return;
     }
     this.setState("starting");
-    const { python, source } = await resolvePythonPath();
-    const problem = probeProblem(await probeInterpreter(python), source);
-    if (problem) {
-      log.warn(problem);
-      this.tellOnce(problem, OPEN_SETTINGS);
-      this.setState("failed");
+    const chosen = await this.findInterpreter();
+    if (!chosen) {
       return;
     }
+    const { python, source } = chosen;
     const client = new LanguageClient(LANGUAGE_CLIENT_ID, LANGUAGE_CLIENT_NAME, this.serverOptions(python), this.clientOptions());
     client.onNotification(BROKER_STATUS, (p: unknown) => this.brokerStatusChanged(p));
     client.onNotification(BREAKPOINT_ADDED, (p: unknown) => {
@@ -183,6 +184,7 @@ export class SleuthLanguageClient implements vscode.Disposable {
     });
     this.client = client;
     log.info(`Language server: starting "${python} -m raysleuth lsp" (${source})`);
+    this.interpreter = chosen;
     try {
       await client.start();
       this.setState("running");
@@ -191,6 +193,41 @@ export class SleuthLanguageClient implements vscode.Disposable {
       this.client = undefined;
       this.setState("failed");
       this.tellOnce(`Ray Sleuth: the language server did not start with "${python}" (${source}): ${err instanceof Error ? err.message : String(err)}. See the log.`, SHOW_LOG);
+    }
+  }
+
+  /** The first interpreter that can run the server; none: the first one's problem is told once. */
+  private async findInterpreter(): Promise<PythonChoice | undefined> {
+    let first: string | undefined;
+    for (const candidate of await pythonCandidates(this.brokerPythonSafe())) {
+      const problem = probeProblem(await probeInterpreter(candidate.python), candidate.source);
+      if (!problem) {
+        return candidate;
+      }
+      log.info(`Language server: not with ${candidate.python} (${candidate.source}): ${problem}`);
+      first ??= problem;
+    }
+    if (first) {
+      log.warn(first);
+      this.tellOnce(first, OPEN_SETTINGS);
+    }
+    this.setState("failed");
+    return undefined;
+  }
+
+  private brokerPythonSafe(): string | undefined {
+    try {
+      return this.hooks.brokerPython();
+    } catch (err) {
+      swallow("Reading the broker's interpreter failed", err);
+      return undefined;
+    }
+  }
+
+  /** A broker appeared: a server that found no interpreter tries again (the broker's may do). */
+  brokerAvailable(): void {
+    if (this._state === "failed" && !this.client && !this.disposed) {
+      this.scheduleRestart("a broker is up (its interpreter may run the server)");
     }
   }
 

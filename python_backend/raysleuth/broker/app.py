@@ -263,6 +263,7 @@ class Broker:
             "pid": os.getpid(),
             "ray_address": self.status()["ray_address"],
             "version": __version__,
+            "python": sys.executable,
         }
         broker_file = self.state_dir / BROKER_FILE
         write_json(broker_file, ready)

@@ -13,7 +13,7 @@ import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { Commands } from "../../../extension/constants";
 import { LSP_OWNER, SET_CLUSTER_BREAKPOINT } from "../../../extension/lsp/protocol";
-import { connectedExtension, demoClient, extensionRoot, waitFor } from "./helpers";
+import { connectedExtension, demoBroker, demoClient, extensionRoot, waitFor } from "./helpers";
 
 const WORKERS = /^([1-9]\d*) workers?$/;
 
@@ -150,6 +150,21 @@ describe("Language server (issue 15)", function () {
     } finally {
       ls.notifier = notifier;
       await settings().update("pythonPath", good, vscode.ConfigurationTarget.Global);
+    }
+  });
+
+  it("with raySleuth.pythonPath empty, runs on the broker's own interpreter and says so (issue 25)", async () => {
+    const ls = api.languageServer;
+    const good = settings().inspect<string>("pythonPath")?.globalValue;
+    try {
+      await settings().update("pythonPath", undefined, vscode.ConfigurationTarget.Global);
+      await waitFor("the server restarted on the broker's interpreter", () => ls.state === "running" && ls.interpreter?.source.includes("broker") === true, 60_000);
+      const info = JSON.parse(fs.readFileSync(path.join(demoBroker().stateDir, "broker.json"), "utf8")) as { python?: string };
+      assert.strictEqual(ls.interpreter?.python, info.python);
+      await waitFor("the Trainer lens from the server on the broker's interpreter", workersLens, 60_000);
+    } finally {
+      await settings().update("pythonPath", good, vscode.ConfigurationTarget.Global);
+      await serverRunning("the language server on the test's interpreter again");
     }
   });
 
