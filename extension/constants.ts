@@ -65,6 +65,7 @@ export const Settings = {
   pythonPath: "pythonPath",
   pathMappings: "pathMappings",
   clusterBreakpoints: "clusterBreakpoints",
+  plainBreakpoints: "plainBreakpoints",
   autoAttach: "autoAttach",
   allStop: "allStop",
   languageServerEnabled: "languageServer.enabled",

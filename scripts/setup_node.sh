@@ -44,8 +44,23 @@ build_extension() {
   npm run --silent lint
 }
 
+# A digest of everything the build reads: the demo skips the build when it has not changed.
+sources_digest() {
+  cd "$ROOT"
+  find extension tests/extension package.json package-lock.json tsconfig*.json eslint.config.* \
+      -type f \( -name '*.ts' -o -name '*.json' -o -name '*.js' -o -name '*.mjs' -o -name '*.css' -o -name '*.svg' \) \
+      2>/dev/null | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1
+}
+
 if ((BUILD_ONLY)); then
+  stamp="$ROOT/dist/.build-stamp"
+  digest="$(sources_digest)"
+  if [ -f "$ROOT/dist/extension.js" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+    say "ok (build only): the extension is built from these sources already"
+    exit 0
+  fi
   build_extension
+  echo "$digest" >"$stamp"
   say "ok (build only)"
   exit 0
 fi

@@ -69,6 +69,9 @@ export function scopeLabel(scope: string | null | undefined): string {
     .map((p) => p.trim())
     .filter(Boolean)
     .map((p) => {
+      if (p === "first rank") {
+        return "rank 0 of each job"; // a plain breakpoint under raySleuth.plainBreakpoints "firstRank"
+      }
       const m = /^(rank|node|actor)s?\s+(.*)$/.exec(p);
       const several = m && (m[1] === "rank" ? /[,-]/ : /,/).test(m[2]);
       return m && several ? `${m[1]}s ${m[2]}` : p;

@@ -15,6 +15,7 @@ import { BrokerError } from "../broker/brokerClient";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { BreakpointSpec, FileBreakpoints } from "../broker/types";
 import { isOwnedBy } from "./annotations";
+import { rankScopeOf } from "./rankScope";
 import { ClusterBreakpointStore } from "./clusterBreakpointStore";
 
 const DEBOUNCE_MS = 100;
@@ -52,7 +53,7 @@ export function pythonFileOf(bp: vscode.Breakpoint): string | undefined {
 }
 
 /** The file's enabled breakpoints as the PUT body wants them: by line, one per line. */
-export function fileSpecs(fsPath: string, breakpoints: readonly vscode.Breakpoint[]): BreakpointSpec[] {
+export function fileSpecs(fsPath: string, breakpoints: readonly vscode.Breakpoint[], firstRank = false): BreakpointSpec[] {
   const byLine = new Map<number, BreakpointSpec>();
   for (const bp of breakpoints) {
     if (!bp.enabled || pythonFileOf(bp) !== fsPath) {
@@ -68,6 +69,7 @@ export function fileSpecs(fsPath: string, breakpoints: readonly vscode.Breakpoin
       ...(sbp.condition ? { condition: sbp.condition } : {}),
       ...(sbp.hitCondition ? { hitCondition: sbp.hitCondition } : {}),
       ...(sbp.logMessage ? { logMessage: sbp.logMessage } : {}),
+      ...(firstRank && !sbp.logMessage && rankScopeOf(sbp.condition) === undefined ? { firstRank: true } : {}),
     });
   }
   return [...byLine.values()].sort((a, b) => a.line - b.line);
@@ -114,6 +116,7 @@ export class BreakpointMirrorService implements vscode.Disposable {
       }),
       connection.onDidConnect(() => this.syncAll()),
       vsapi.onDidChangeSettings([Settings.clusterBreakpoints], () => this.settingChanged()),
+      vsapi.onDidChangeSettings([Settings.plainBreakpoints], () => this.syncAll()),
     );
   }
 
@@ -260,7 +263,8 @@ export class BreakpointMirrorService implements vscode.Disposable {
     if (!client) {
       return;
     }
-    const specs = this.settingOn() ? fileSpecs(file, vscode.debug.breakpoints) : [];
+    const firstRank = vsapi.getSetting<string>(Settings.plainBreakpoints, "firstRank") === "firstRank";
+    const specs = this.settingOn() ? fileSpecs(file, vscode.debug.breakpoints, firstRank) : [];
     if (specs.length === 0 && !this.mirrored.has(file)) {
       this.failures.delete(file); // the broker has nothing of this file from this window: nothing is wrong now
       return;

@@ -58,6 +58,8 @@ export interface BreakpointSpec {
   hitCondition?: string;
   logMessage?: string;
   ranks?: number[];
+  /** With no rank scope: only rank 0 of each job stops, and workers without a rank (raySleuth.plainBreakpoints). */
+  firstRank?: boolean;
 }
 
 /** The body of `PUT /v1/breakpoints`: one owner's whole set in one file (empty: clear it). */

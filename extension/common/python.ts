@@ -29,8 +29,8 @@ function configuredPython(): PythonChoice | undefined {
 
 async function pythonExtensionInterpreter(): Promise<PythonChoice | undefined> {
   const ext = getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
-  if (!ext) {
-    return undefined;
+  if (!ext || !vscode.workspace.isTrusted) {
+    return undefined; // in Restricted Mode it may be a virtualenv inside the folder: never run it
   }
   try {
     const api = ext.isActive ? ext.exports : await ext.activate();

@@ -2,7 +2,7 @@
 // language client starts it, so a missing package is said once with what to do, not as a server that
 // crashes five times. No vscode import; finds modules without importing them (fast, no side effects).
 import { execFile } from "child_process";
-import { PROBE_SCRIPT, ProbeResult, parseProbeOutput } from "./protocol";
+import { PROBE_SCRIPT, ProbeResult, parseProbeOutput, probeProblem } from "./protocol";
 
 const PROBE_TIMEOUT_MS = 20_000;
 
@@ -20,4 +20,20 @@ export function probeInterpreter(python: string, timeoutMs = PROBE_TIMEOUT_MS): 
       }
     });
   });
+}
+
+/** The first of `candidates` that can run the server, and the problem of each one tried before it. */
+export async function firstRunnable<C extends { python: string; source: string }>(
+  candidates: readonly C[],
+  probe: (python: string) => Promise<ProbeResult> = probeInterpreter,
+): Promise<{ chosen: C | undefined; problems: string[] }> {
+  const problems: string[] = [];
+  for (const c of candidates) {
+    const problem = probeProblem(await probe(c.python), c.source);
+    if (!problem) {
+      return { chosen: c, problems };
+    }
+    problems.push(problem);
+  }
+  return { chosen: undefined, problems };
 }

@@ -19,7 +19,7 @@ import { LANGUAGE_CLIENT_ID, LANGUAGE_CLIENT_NAME, Settings } from "../constants
 import { log, swallow } from "../common/log";
 import { onDidChangePythonInterpreter, PythonChoice, pythonCandidates } from "../common/python";
 import * as vsapi from "../common/vscodeapi";
-import { probeInterpreter } from "./interpreterProbe";
+import { firstRunnable } from "./interpreterProbe";
 import { ServerLogChannel } from "./serverLog";
 import {
   BREAKPOINT_ADDED,
@@ -34,7 +34,6 @@ import {
   parseBreakpointAdded,
   parseBrokerStatus,
   parseRevealArgs,
-  probeProblem,
 } from "./protocol";
 
 /** Settings whose change restarts the server (the broker ones reach it as initializationOptions). */
@@ -92,6 +91,7 @@ export class SleuthLanguageClient implements vscode.Disposable {
     this.disposables.push(
       vsapi.onDidChangeSettings(RESTART_ON, () => this.scheduleRestart("settings changed")),
       vscode.debug.onDidChangeBreakpoints((e) => this.breakpointsChanged([...e.added, ...e.removed, ...e.changed])),
+      vscode.workspace.onDidGrantWorkspaceTrust(() => this.scheduleRestart("the folder is trusted now")),
     );
     void onDidChangePythonInterpreter(() => {
       if (!vsapi.getSetting<string>(Settings.pythonPath, "").trim()) {
@@ -198,21 +198,14 @@ export class SleuthLanguageClient implements vscode.Disposable {
 
   /** The first interpreter that can run the server; none: the first one's problem is told once. */
   private async findInterpreter(): Promise<PythonChoice | undefined> {
-    let first: string | undefined;
-    for (const candidate of await pythonCandidates(this.brokerPythonSafe())) {
-      const problem = probeProblem(await probeInterpreter(candidate.python), candidate.source);
-      if (!problem) {
-        return candidate;
-      }
-      log.info(`Language server: not with ${candidate.python} (${candidate.source}): ${problem}`);
-      first ??= problem;
+    const { chosen, problems } = await firstRunnable(await pythonCandidates(this.brokerPythonSafe()));
+    problems.slice(chosen ? 0 : 1).forEach((p) => log.info(`Language server: ${p}`));
+    if (!chosen) {
+      log.warn(problems[0]);
+      this.tellOnce(problems[0], OPEN_SETTINGS);
+      this.setState("failed");
     }
-    if (first) {
-      log.warn(first);
-      this.tellOnce(first, OPEN_SETTINGS);
-    }
-    this.setState("failed");
-    return undefined;
+    return chosen;
   }
 
   private brokerPythonSafe(): string | undefined {

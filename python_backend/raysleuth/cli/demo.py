@@ -94,6 +94,21 @@ def _wait_for_ranked_workers(client, n: int, timeout: float) -> list[dict]:
     return workers
 
 
+def _wait_for_watcher(client, stop: dict) -> None:
+    """Before the planned crash of a `--forever` run: wait until an editor (or `raysleuth events`)
+    watches, so the crash is held for it and its notification reaches someone (issue 25)."""
+    if client.get("/v1/status").get("watchers"):
+        return
+    _say(
+        f"      waiting for an editor before rank {BAD_RANK}'s planned crash at step {FAIL_AT}: open "
+        "the Ray Sleuth view in VS Code (or run `raysleuth events`); Ctrl-C stops the demo"
+    )
+    while not stop["now"] and not client.get("/v1/status").get("watchers"):
+        time.sleep(0.5)
+    if not stop["now"]:
+        _say("      an editor watches: training on")
+
+
 def _live_broker_file(sd: Path) -> bool:
     try:
         pid = json.loads((sd / BROKER_FILE).read_text())["pid"]
@@ -157,6 +172,8 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         _say("[4/4] training" + (" until Ctrl-C" if forever else f" for {steps} steps") + " ...")
         step = 0
         while (forever or step < steps) and not stop["now"]:
+            if forever and step == FAIL_AT:
+                _wait_for_watcher(client, stop)
             batch = prefetch.remote(step)
             refs = [t.step.remote(step) for t in trainers]
             for r, ref in enumerate(refs):

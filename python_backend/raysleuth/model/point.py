@@ -150,6 +150,11 @@ class Point:
         scope, rest = split_condition(condition)
         check_condition(rest, condition or "")
         scope = with_ranks(scope, bp.get("ranks"))
+        first = bp.get("firstRank", False)
+        if not isinstance(first, bool):
+            raise BadRequest(f"firstRank {first!r} is not true or false", 'Send "firstRank": true.')
+        if first and scope.ranks is None and not bp.get("logMessage"):
+            scope = scope._replace(first=True)
         hit = bp.get("hitCondition") or None
         if hit is not None:
             try:
@@ -164,7 +169,9 @@ class Point:
         check_log_message(msg)
         ranks = sorted(scope.ranks) if scope.ranks is not None else None
         return cls(
-            id=point_id("bp", owner, path, line, condition, hit, msg, ranks),
+            id=point_id(
+                "bp", owner, path, line, condition, hit, msg, ranks, *(["first"] if scope.first else [])
+            ),
             kind="log" if msg else "break",
             path=path,
             line=line,

@@ -35,9 +35,12 @@ class Scope(NamedTuple):
     """Node-id prefixes or node IPs; empty: any node."""
     actors: tuple = ()
     """Actor class names or actor names; empty: any actor or task."""
+    first: bool = False
+    """Rank 0 of each job only, and every worker without a rank (a plain task): what a plain
+    editor breakpoint stops by default (`firstRank` in `PUT /v1/breakpoints`)."""
 
     def is_all(self) -> bool:
-        return self.ranks is None and not self.nodes and not self.actors
+        return self.ranks is None and not self.nodes and not self.actors and not self.first
 
     def text(self) -> str | None:
         """The scope as written in a condition, without brackets: `rank 0,2-3`; None for all."""
@@ -48,6 +51,8 @@ class Scope(NamedTuple):
             parts.append("node " + ",".join(self.nodes))
         if self.actors:
             parts.append("actor " + ",".join(self.actors))
+        if self.first:
+            parts.append("first rank")
         return "; ".join(parts) if parts else None
 
     def to_json(self) -> dict:
@@ -55,6 +60,7 @@ class Scope(NamedTuple):
             "ranks": sorted(self.ranks) if self.ranks is not None else None,
             "nodes": list(self.nodes),
             "actors": list(self.actors),
+            "first": self.first,
         }
 
     @classmethod
@@ -65,6 +71,7 @@ class Scope(NamedTuple):
             frozenset(ranks) if ranks is not None else None,
             tuple(data.get("nodes") or ()),
             tuple(data.get("actors") or ()),
+            bool(data.get("first")),
         )
 
     def match(self, worker) -> bool | None:
@@ -85,6 +92,9 @@ class Scope(NamedTuple):
             if rank is None:
                 return None
             return rank in self.ranks
+        if self.first:
+            rank = get("rank")
+            return rank is None or rank == 0
         return True
 
 

@@ -48,6 +48,15 @@ describe("Breakpoint annotations by owner", () => {
     assert.doesNotMatch(hoverText([mine], ME), /set from/);
   });
 
+  it("shows a plain breakpoint of the firstRank default as rank 0 of each job (issue 25, item 7)", () => {
+    const armed_on = [
+      { worker: "w0", rank: 0, pid: 4240 },
+      { worker: "t1", rank: null, pid: 4299 },
+    ];
+    assert.strictEqual(breakpointLineText(point({ scope: "first rank", armed: 2, armed_on })), "  ⟵ rank 0 of each job · armed on rank 0 + 1 unranked");
+    assert.strictEqual(breakpointLineText(point({ scope: null, armed: 0, armed_on: [] })), "  ⟵ all workers · armed on none");
+  });
+
   it('says which ranks armed a point: "[rank 0]" armed on rank 0, not "armed on 2" (issue #13, item 7)', () => {
     const armed_on = [
       { worker: "w0", rank: 0, pid: 4240 },

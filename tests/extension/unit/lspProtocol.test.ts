@@ -6,7 +6,7 @@ import { execFileSync } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import { Commands } from "../../../extension/constants";
-import { probeInterpreter } from "../../../extension/lsp/interpreterProbe";
+import { firstRunnable, probeInterpreter } from "../../../extension/lsp/interpreterProbe";
 import {
   BREAKPOINT_ADDED,
   BROKER_STATUS,
@@ -21,6 +21,7 @@ import {
   parseProbeOutput,
   parseRevealArgs,
   probeProblem,
+  ProbeResult,
   serverLogLine,
 } from "../../../extension/lsp/protocol";
 
@@ -169,5 +170,29 @@ describe("Language server interpreter check", () => {
     }
     const r = await probeInterpreter(py);
     assert.strictEqual(r.kind, "ok", JSON.stringify(r));
+  });
+
+  it("takes the first interpreter that can run the server, and says why each one before it cannot (issue 25)", async () => {
+    const candidates = [
+      { python: "/gone/python", source: "the broker's interpreter, from broker.json" },
+      { python: "/usr/bin/python3", source: "python3 on PATH" },
+      { python: "/venv/bin/python", source: "the Python extension's active interpreter" },
+    ];
+    const probe = (python: string): Promise<ProbeResult> =>
+      Promise.resolve(
+        python === "/gone/python"
+          ? { kind: "notFound", python, detail: "ENOENT" }
+          : python === "/usr/bin/python3"
+            ? { kind: "missing", python, version: "3.11.2", modules: ["raysleuth"] }
+            : { kind: "ok", python, version: "3.11.2" },
+      );
+    const { chosen, problems } = await firstRunnable(candidates, probe);
+    assert.strictEqual(chosen?.python, "/venv/bin/python");
+    assert.strictEqual(problems.length, 2);
+    assert.match(problems[0], /broker's interpreter.*was not found/);
+    assert.match(problems[1], /raysleuth is not installed/);
+    const none = await firstRunnable(candidates.slice(0, 2), probe);
+    assert.strictEqual(none.chosen, undefined);
+    assert.strictEqual(none.problems.length, 2);
   });
 });

@@ -92,3 +92,29 @@ def test_scope_text_and_json_round_trip():
     assert scope.text() == "rank 0,2-3; node ab"
     assert Scope.from_json(scope.to_json()) == scope
     assert Scope().text() is None
+
+
+def test_first_rank_stops_rank_0_of_each_job_and_workers_without_a_rank():
+    """Issue 25 item 7: a plain editor breakpoint in a 64-rank job stops one rank, not 64."""
+    first = Scope(first=True)
+    assert not first.is_all() and first.text() == "first rank"
+    assert [first.match({"rank": r}) for r in (0, 1, 63)] == [True, False, False]
+    assert first.match({"rank": None}) is True  # a plain task (prefetch_batch) stops as usual
+    assert Scope.from_json(first.to_json()) == first
+    assert Scope.from_json({"ranks": None, "nodes": [], "actors": []}) == Scope()  # an older spec
+
+
+def test_first_rank_in_a_put_and_where_it_does_not_apply():
+    from raysleuth.model.point import Point
+
+    plain = Point.parse_breakpoint("/a.py", {"line": 3})
+    first = Point.parse_breakpoint("/a.py", {"line": 3, "firstRank": True})
+    assert first.scope.first and first.to_json()["scope"] == "first rank" and first.id != plain.id
+    assert Point.parse_breakpoint("/a.py", {"line": 3, "firstRank": False}).id == plain.id
+    # A rank scope, or the request's ranks, is the user's word; a logpoint logs on every rank.
+    scoped = Point.parse_breakpoint("/a.py", {"line": 3, "condition": "[rank 2]", "firstRank": True})
+    assert not scoped.scope.first and scoped.scope.ranks == {2}
+    assert not Point.parse_breakpoint("/a.py", {"line": 3, "ranks": [1], "firstRank": True}).scope.first
+    assert not Point.parse_breakpoint("/a.py", {"line": 3, "logMessage": "x", "firstRank": True}).scope.first
+    with pytest.raises(BadRequest, match="firstRank"):
+        Point.parse_breakpoint("/a.py", {"line": 3, "firstRank": "yes"})
