@@ -51,7 +51,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
   const decorations = new BreakpointDecorations(clusterBreakpoints, owner);
   const evaluate = new EvaluateService(connection);
   const snapshots = new SnapshotService(connection, state);
-  const crashes = new CrashesService(connection);
+  const crashes = new CrashesService(connection, state);
   const stacks = new StacksService(connection, state, (request) => snapshots.capture(request));
   const workerLogs = new WorkerLogsService(connection, state);
   const allStop = new AllStopService(connection);

@@ -9,6 +9,8 @@ import { CRASHES_VIEW_ID, Commands, DEBUG_TYPE } from "../constants";
 import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
+import { ClusterState } from "../cluster/clusterState";
+import { counted } from "../common/text";
 import type { CrashRecordSummary } from "../broker/types";
 
 /** At most one notification of a crash not held for an attach per this many ms. */
@@ -39,8 +41,13 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   /** Crashes not notified one by one (a burst): counted into the next notification. */
   private unnotified = 0;
   private lastNotified = 0;
+  /** Live sessions on held crashes: each ends when its worker is let go (issue 25, item 3). */
+  private readonly heldSessions = new Map<string, { session: vscode.DebugSession; worker: string; crash: string }>();
 
-  constructor(private readonly connection: BrokerConnectionService) {
+  constructor(
+    private readonly connection: BrokerConnectionService,
+    private readonly state: ClusterState,
+  ) {
     this.treeView = vsapi.createTreeView<CrashSummary>(CRASHES_VIEW_ID, { treeDataProvider: this });
     this.disposables.push(
       this.treeView,
@@ -55,7 +62,28 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
           .then(() => this.notify(c))
           .catch((err: unknown) => swallow(`Showing crash ${c.id} failed`, err));
       }),
+      state.onDidChange(() => this.endReleasedSessions()),
+      vscode.debug.onDidTerminateDebugSession((s) => this.heldSessions.delete(s.id)),
     );
+  }
+
+  /** Whether the crash's worker is held for it now (crashed, or paused in a session at the raise). */
+  private heldWorker(c: CrashSummary | undefined): string | undefined {
+    const w = c?.worker?.id ? this.state.workers.find((x) => x.id === c.worker.id) : undefined;
+    return w && w.crash === c?.id && (w.state === "crashed" || w.state === "paused") ? w.id : undefined;
+  }
+
+  /** A held crash's session whose worker was let go (Continue) runs on no crash: end it, so a
+   * click on the record opens its replay instead of "already being debugged". */
+  private endReleasedSessions(): void {
+    for (const [id, h] of this.heldSessions) {
+      const w = this.state.workers.find((x) => x.id === h.worker);
+      if (this.state.status === "connected" && (!w || (w.state !== "crashed" && w.state !== "paused"))) {
+        this.heldSessions.delete(id);
+        log.info(`Crash ${h.crash} was let go: ending its session; a click on the record replays it`);
+        void vscode.debug.stopDebugging(h.session).then(undefined, (err: unknown) => swallow("Ending a released crash's session failed", err));
+      }
+    }
   }
 
   async refresh(): Promise<void> {
@@ -65,7 +93,7 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
     }
     try {
       this.crashes = await client.requestJson<CrashSummary[]>("GET", "/v1/crashes");
-      this.treeView.badge = this.crashes.length ? { value: this.crashes.length, tooltip: `${this.crashes.length} crash records` } : undefined;
+      this.treeView.badge = this.crashes.length ? { value: this.crashes.length, tooltip: counted(this.crashes.length, "crash record") } : undefined;
       this.changed.fire(undefined);
     } catch (err) {
       swallow("Listing crash records failed", err);
@@ -113,13 +141,17 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
       const folder = vscode.workspace.workspaceFolders?.[0];
       // A crash held for an attach is its live worker: the session is keyed on it, so auto-attach and
       // the Cluster view see that worker as debugged here and open no second session (issue #13, item 2).
-      const held = c?.worker?.id && c.held_until && c.held_until * 1000 > Date.now() ? { __raySleuthWorker: c.worker.id } : {};
+      const worker = this.heldWorker(c);
+      const held = worker ? { __raySleuthWorker: worker } : {};
       const ok = await vscode.debug.startDebugging(folder, { type: DEBUG_TYPE, request: "attach", name, crash: id, ...held });
       if (!ok) {
         log.warn(`Opening crash ${id} failed`);
         return undefined;
       }
       this.opened.push(id);
+      if (started && worker) {
+        this.heldSessions.set(started.id, { session: started, worker, crash: id });
+      }
       return started;
     } finally {
       sub.dispose();

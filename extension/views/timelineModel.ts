@@ -4,6 +4,7 @@
 // a span from its `stopped` entry to its `resumed` one. No vscode import.
 import { TimelineEvent } from "../broker/types";
 import { parseRanks } from "../common/ranks";
+import { counted } from "../common/text";
 import { TimelineKind, TimelineLane, TimelineMark, TimelineModel, TimelineSpan } from "../webview/protocol";
 
 /** Marks kept for the view (the newest): a long run has one step event per rank and step. */
@@ -148,8 +149,8 @@ export function timelineModel(events: readonly TimelineEvent[], now: number, tit
     view: "timeline",
     title,
     subtitle:
-      `${lanes.length} lane${lanes.length === 1 ? "" : "s"} (${ranks} rank${ranks === 1 ? "" : "s"}) · ${count("step")} steps · ${count("crash")} crashes · ` +
-      `${spans.length} stops · ${count("inspect")} inspect points · ${count("hang")} suspected hangs` +
+      `${counted(lanes.length, "lane")} (${counted(ranks, "rank")}) · ${counted(count("step"), "step")} · ${counted(count("crash"), "crash", "crashes")} · ` +
+      `${counted(spans.length, "stop")} · ${counted(count("inspect"), "inspect point")} · ${counted(count("hang"), "suspected hang")}` +
       (marks.length > shown.length ? ` · the newest ${MAX_MARKS} of ${marks.length} marks` : ""),
     lanes,
     marks: shown,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from raysleuth.dap.errors import ENDED, ChannelClosed, DapTimeout
-from raysleuth.dap.framing import FramingError, encode, read_message, seq_of
+from raysleuth.dap.framing import FramingError, encode, read_message, response_to, seq_of
 from raysleuth.dap.transport import CallTransport, Transport, as_transport, pump_polls
 from raysleuth.shared.swallow import swallow_exception
 
@@ -265,27 +265,15 @@ class DapChannel:
         finally:
             self._pending.pop(seq, None)
 
-    async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> bool:
-        """Answer `request`. With `error`: `success: false`, `message: error`, and `body` (if
-        given, e.g. debugpy's own) or a DAP error body that shows the message to the user.
-        False when the peer is gone (not an error: a client may leave at any time)."""
-        msg: dict = {
-            "type": "response",
-            "request_seq": request.get("seq", 0),
-            "command": request.get("command"),
-            "success": error is None,
-        }
-        if error is not None:
-            msg["message"] = error
-            msg["body"] = (
-                body if body is not None else {"error": {"id": 1, "format": error, "showUser": True}}
-            )
-        elif body is not None:
-            msg["body"] = body
+    async def respond(
+        self, request: dict, body: dict | None = None, error: str | None = None, show_user: bool = True
+    ) -> bool:
+        """Answer `request` (see `response_to`). False when the peer is gone (not an error: a
+        client may leave at any time)."""
         seq = seq_of(request)
         if seq is not None:
             self._unanswered.pop(seq, None)
-        return await self._send_quietly(msg, answer=True)
+        return await self._send_quietly(response_to(request, body, error, show_user), answer=True)
 
     async def event(self, event: str, body: dict | None = None) -> bool:
         """Send an event; False when the peer is gone."""

@@ -71,3 +71,22 @@ def seq_of(msg: dict, key: str = "seq") -> int | None:
     """A message's `seq` (or `request_seq`) when it is an integer, as DAP says; else None."""
     seq = msg.get(key, 0)
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def response_to(request: dict, body: dict | None, error: str | None, show_user: bool = True) -> dict:
+    """The response to `request`. With `error`: `success: false`, `message: error`, and `body`
+    (if given, e.g. debugpy's own) or a DAP error body that shows the message to the user unless
+    `show_user` is off (a failed hover is shown in place, not as a toast)."""
+    msg: dict = {
+        "type": "response",
+        "request_seq": request.get("seq", 0),
+        "command": request.get("command"),
+        "success": error is None,
+    }
+    if error is not None:
+        msg["message"] = error
+        shown = {"error": {"id": 1, "format": error, "showUser": show_user}}
+        msg["body"] = body if body is not None else shown
+    elif body is not None:
+        msg["body"] = body
+    return msg

@@ -46,6 +46,7 @@ const PURE = [
   "broker/stacksTypes",
   "broker/telemetryClient",
   "common/ranks",
+  "common/text",
   "cluster/statusText",
   "cluster/workerGrouping",
   "debug/attachConfig",

@@ -42,7 +42,7 @@ describe("Timeline", () => {
     assert.deepStrictEqual(m.spans.map((s) => [s.lane, s.t0, s.t1]), [[0, 1001.2, 1001.9]]);
     assert.match(m.spans[0].label, /stopped at demo\.py:57 \(breakpoint\), resumed after 0\.7 s/);
     assert.deepStrictEqual([m.t0, m.t1], [1000, 1003]);
-    assert.match(m.subtitle, /^4 lanes \(4 ranks\) · 12 steps · 1 crashes · 1 stops · 12 inspect points · 3 suspected hangs$/);
+    assert.match(m.subtitle, /^4 lanes \(4 ranks\) · 12 steps · 1 crash · 1 stop · 12 inspect points · 3 suspected hangs$/);
     assert.strictEqual(m.empty, null);
   });
 

@@ -238,8 +238,17 @@ async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
             "evaluate", {"expression": "total + 1", "frameId": frames[0]["id"]}, check=False
         )
         assert not gone["success"] and "process has exited" in gone["message"]
-        cont = await s.request("continue", {"threadId": 1}, check=False)
-        assert not cont["success"] and "read-only" in cont["message"]
+        assert gone["body"]["error"]["showUser"] is True  # asked in the Debug Console: said there
+        hovered = {"expression": "total + 1", "frameId": frames[0]["id"], "context": "hover"}
+        hover = await s.request("evaluate", hovered, check=False)
+        assert not hover["success"] and hover["body"]["error"]["showUser"] is False  # no toast (issue 25)
+        # Continue (a toolbar click) runs nothing and loses nothing: the session stops again at the scene.
+        cont = await s.request("continue", {"threadId": 1})
+        assert cont["success"]
+        again = await s.wait_event("stopped", timeout=10)
+        assert again["body"]["reason"] == "exception" and again["body"]["threadId"] == threads[0]["id"]
+        frames_again = (await s.request("stackTrace", {"threadId": threads[0]["id"]}))["body"]["stackFrames"]
+        assert [f["line"] for f in frames_again[:1]] == [RAISE_LINE]
         info = (await s.request("exceptionInfo", {"threadId": 1}))["body"]
         assert info["exceptionId"] == "ZeroDivisionError"
     finally:

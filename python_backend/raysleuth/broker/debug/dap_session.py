@@ -15,6 +15,7 @@ from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.debug import rayframes
 from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
 from raysleuth.broker.debug.targets import resolve_target
+from raysleuth.broker.postmortem.replay import QUIET_EVALUATE, RUN_COMMANDS
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
 from raysleuth.model.worker import Worker
@@ -101,8 +102,10 @@ class DapSession:
 
     # --- sending ----------------------------------------------------------------------------
 
-    async def respond(self, request: dict, body: dict | None = None, error: str | None = None) -> None:
-        await self.channel.respond(request, body, error)
+    async def respond(
+        self, request: dict, body: dict | None = None, error: str | None = None, show_user: bool = True
+    ) -> None:
+        await self.channel.respond(request, body, error, show_user=show_user)
 
     async def event(self, event: str, body: dict | None = None) -> None:
         await self.channel.event(event, body)
@@ -236,10 +239,19 @@ class DapSession:
             body, error = replay.answer(str(request.get("command")), args)
         except (TypeError, ValueError) as exc:
             body, error = None, f"Ray Sleuth: bad arguments: {exc}"
+        command = str(request.get("command"))
         if error is not None:
-            await self.respond(request, error=error)
-        else:
-            await self.respond(request, self.paths.map_message(body, to_remote=False))
+            quiet = command == "evaluate" and args.get("context") in QUIET_EVALUATE
+            await self.respond(request, error=error, show_user=not quiet)
+            return
+        await self.respond(request, self.paths.map_message(body, to_remote=False))
+        if command in RUN_COMMANDS:
+            await self.output(
+                f"Ray Sleuth: nothing runs in a replay of crash {replay.rec.id} ({replay.why}); "
+                "the stack and locals stay as they were. Stop (Shift+F5) closes the replay.",
+                category="important",
+            )
+            await self.event("stopped", replay.stopped_event())
 
     async def _progress(self, text: str) -> None:
         """One step of a long attach: a progress notification where the client shows them,

@@ -16,6 +16,12 @@ LOCALS_BASE = 1000
 """variablesReference of frame i's locals: LOCALS_BASE + i."""
 
 GONE = "the process has exited; only stored values can be shown"
+RUN_COMMANDS = frozenset(
+    ("continue", "next", "stepIn", "stepOut", "stepBack", "reverseContinue", "pause", "goto", "restartFrame")
+)
+"""Requests that would run the worker: in a replay nothing runs."""
+QUIET_EVALUATE = frozenset(("hover", "watch", "variables", "clipboard"))
+"""Evaluate contexts whose failure the editor shows in place, never as an error toast."""
 RAN_ON = (
     "the worker runs on (it was not held for an attach, or its hold ran out), so this is the crash's "
     "stored record; only stored values can be shown"
@@ -58,7 +64,11 @@ class Replay:
         }
 
     def answer(self, command: str, args: dict) -> tuple[dict | None, str | None]:
-        """(body, None) or (None, error message) for one request of a replay session."""
+        """(body, None) or (None, error message) for one request of a replay session. A command
+        that would run code (continue, a step) answers success and leaves the scene as it is: the
+        session says so and stops again (`RUN_COMMANDS`), so a click on the toolbar loses nothing."""
+        if command in RUN_COMMANDS:
+            return {"allThreadsContinued": False}, None
         if command == "threads":
             return {"threads": [{"id": THREAD_ID, "name": f"{self.label} (stored crash)"}]}, None
         if command == "stackTrace":
