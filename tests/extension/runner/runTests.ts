@@ -119,7 +119,12 @@ function httpOk(url: string): Promise<boolean> {
   });
 }
 
-function prepareDirs(base = RUN_DIR): Record<string, string> {
+/**
+ * `asUser`: as a new user meets it (issue 25): no raySleuth setting at all (the demo's broker is
+ * found through ~/.raysleuth, a link to its state dir, the language server's interpreter through
+ * broker.json) and Workspace Trust on, the folder opened in Restricted Mode.
+ */
+function prepareDirs(base = RUN_DIR, asUser = false): Record<string, string> {
   const d = (name: string) => {
     const p = path.join(base, name);
     fs.mkdirSync(p, { recursive: true });
@@ -136,13 +141,22 @@ function prepareDirs(base = RUN_DIR): Record<string, string> {
     workspace: d("workspace"),
   };
   fs.mkdirSync(path.join(dirs.userData, "User"), { recursive: true });
+  if (asUser) {
+    fs.rmSync(path.join(dirs.home, ".raysleuth"), { force: true });
+    fs.symlinkSync(STATE_DIR, path.join(dirs.home, ".raysleuth"));
+  }
+  const ours = asUser
+    ? { "security.workspace.trust.enabled": true, "security.workspace.trust.startupPrompt": "never" }
+    : {
+        "raySleuth.stateDir": STATE_DIR,
+        "raySleuth.pythonPath": PYTHON, // the language server's interpreter: no Python extension here
+        "security.workspace.trust.enabled": false,
+      };
   fs.writeFileSync(
     path.join(dirs.userData, "User", "settings.json"),
     JSON.stringify(
       {
-        "raySleuth.stateDir": STATE_DIR,
-        "raySleuth.pythonPath": PYTHON, // the language server's interpreter: no Python extension here
-        "security.workspace.trust.enabled": false,
+        ...ours,
         "workbench.startupEditor": "none",
         "workbench.tips.enabled": false,
         "telemetry.telemetryLevel": "off",
@@ -161,7 +175,7 @@ function prepareDirs(base = RUN_DIR): Record<string, string> {
 }
 
 /** smokeDriver: the flag the extension-host tests need; it also hides every notification. */
-function startCodeServer(port: number, dirs: Record<string, string>, smokeDriver = true): ChildProcess {
+function startCodeServer(port: number, dirs: Record<string, string>, smokeDriver = true, trust = false): ChildProcess {
   const base = path.dirname(dirs.userData);
   const config = path.join(base, "code-server.yaml");
   fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
@@ -178,7 +192,7 @@ function startCodeServer(port: number, dirs: Record<string, string>, smokeDriver
       "--extensions-dir", dirs.extensions,
       "--disable-telemetry",
       "--disable-update-check",
-      "--disable-workspace-trust",
+      ...(trust ? [] : ["--disable-workspace-trust"]),
       "--ignore-last-opened",
       ...(smokeDriver ? ["--vscode-option", "enable-smoke-test-driver"] : []),
       dirs.workspace,
@@ -406,7 +420,7 @@ function installForScenario(target: ScenarioTarget, dirs: Record<string, string>
 /** The scenario (uiScenario.ts) in a code-server of its own, without the smoke-test driver. */
 async function uiScenario(browser: Browser, target: ScenarioTarget): Promise<Outcome> {
   const title = `${SCENARIO_TITLE} (${target === "vsix" ? "the packaged .vsix" : "the development folder"})`;
-  const dirs = prepareDirs(path.join(RUN_DIR, `scenario-${target}`));
+  const dirs = prepareDirs(path.join(RUN_DIR, `scenario-${target}`), true);
   const shots = path.join(OUT_DIR, `scenario-${target}`);
   fs.rmSync(shots, { recursive: true, force: true });
   fs.mkdirSync(shots, { recursive: true });
@@ -416,7 +430,7 @@ async function uiScenario(browser: Browser, target: ScenarioTarget): Promise<Out
   try {
     say(`scenario (${target}): ${installForScenario(target, dirs)}`);
     const port = await freePort();
-    codeServer = startCodeServer(port, dirs, false);
+    codeServer = startCodeServer(port, dirs, false, true);
     await until("code-server (scenario) to answer", 90_000, async () => ((await httpOk(`http://127.0.0.1:${port}/healthz`)) ? true : undefined));
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const p = page;

@@ -1,17 +1,19 @@
-// The UI scenario of issue #13, as a user does it, by clicks and keys only, in a
-// code-server started WITHOUT the smoke-test driver (that flag hides every
-// notification): connect, click a worker to attach, a gutter breakpoint, a
-// `[rank 0]` condition typed into the condition box, a held crash's notification
-// → Inspect, Continue All, disconnect. runTests.ts runs it against the packaged
-// .vsix installed into code-server (or the development folder) and saves a
-// screenshot per step.
+// The UI scenario of issues 13 and 25, as a new user does it, by clicks and keys only, in a
+// code-server started WITHOUT the smoke-test driver (that flag hides every notification), with
+// no raySleuth setting and the folder in Restricted Mode: connect, a held crash's notification →
+// Inspect (VS Code asks for trust), Continue All ends that session, a click on the record replays
+// it and Continue in the replay runs nothing, click a worker to attach, a plain gutter breakpoint
+// stops rank 0 only, a `[rank 0]` condition typed into the condition box, disconnect.
+// runTests.ts runs it against the packaged .vsix installed into code-server (or the development
+// folder) and saves a screenshot per step.
 import { ChildProcess, spawn } from "child_process";
 import * as fs from "fs";
 import * as path from "path";
 import { Locator, Page } from "playwright-core";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
 
-export const SCENARIO_TITLE = "UI scenario: connect, attach, gutter and [rank 0] breakpoints, a held crash → Inspect, Continue All, disconnect";
+export const SCENARIO_TITLE =
+  "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect";
 
 export interface ScenarioContext {
   root: string;
@@ -170,6 +172,14 @@ async function trainers(stateDir: string): Promise<Map<number, WorkerRow>> {
   return new Map(rows.filter((w) => w.actor_class === "Trainer" && w.rank !== null && w.state !== "exited").map((w) => [w.rank as number, w]));
 }
 
+/** The cluster set's points of every owner (checks only). */
+async function clusterPoints(stateDir: string): Promise<{ line: number; scope: string | null }[]> {
+  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
+  const token = fs.readFileSync(info.token_file, "utf8").trim();
+  const res = await fetch(`${info.http}/v1/breakpoints`, { headers: { Authorization: `Bearer ${token}` } });
+  return (await res.json()) as { line: number; scope: string | null }[];
+}
+
 /** The crash fixture: one actor that raises, held `hold` s for an attach while a client watches. */
 function startCrashJob(root: string, stateDir: string, hold: number): { child: ChildProcess; output: () => string } {
   const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
@@ -184,6 +194,33 @@ function startCrashJob(root: string, stateDir: string, hold: number): { child: C
   return { child, output: () => out };
 }
 
+/** Waits for `done`; when VS Code asks to trust the folder first (Restricted Mode), says yes as a user would. */
+async function trustIfAsked(page: Page, done: Locator, timeoutMs: number): Promise<boolean> {
+  const dialog = page.locator(".monaco-dialog-box").filter({ hasText: /trust/i });
+  const first = await Promise.race([
+    done.waitFor({ timeout: timeoutMs }).then(() => "done" as const),
+    dialog.waitFor({ timeout: timeoutMs }).then(() => "dialog" as const),
+  ]);
+  if (first === "done") {
+    return false;
+  }
+  await dialog.getByRole("button", { name: /trust/i }).first().click();
+  await done.waitFor({ timeout: timeoutMs });
+  return true;
+}
+
+/** The Crashes view's row of the newest record that says `text`. */
+function crashRow(page: Page, text: RegExp): Locator {
+  return page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Crashes$/ }) }).locator(".monaco-list-row", { hasText: text }).first();
+}
+
+async function showDebugConsole(page: Page): Promise<Locator> {
+  await palette(page, "Debug: Focus on Debug Console View");
+  const repl = page.locator(".repl");
+  await repl.waitFor({ timeout: 10_000 });
+  return repl;
+}
+
 export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<void> {
   const { file, line } = demoEventLine(ctx.root);
   const lineText = 'raysleuth.event("step"';
@@ -192,9 +229,11 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await fn();
     ctx.say(`scenario step "${name}" passed in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   };
+  const errorToast = page.locator(".notification-toast", { has: page.locator(".codicon-error") });
 
-  // 1. Connect: the extension finds the demo's broker by itself and lists the ranks.
-  await step("connect", async () => {
+  // 1. Connect: the extension runs in Restricted Mode, finds the demo's broker by itself (no setting) and lists the ranks.
+  await step("connect in Restricted Mode, no settings", async () => {
+    await page.locator(".statusbar").getByText(/Restricted Mode/).first().waitFor({ timeout: 60_000 });
     for (let r = 0; r < 4; r++) {
       await clusterRow(page, r).waitFor({ timeout: 60_000 });
     }
@@ -202,23 +241,87 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await ctx.shot("1-connected");
   });
 
-  // 2. Click rank 0: its session starts under "Ray cluster".
+  // 2. A crash, held for an attach while the folder is untrusted: its notification's Inspect
+  // opens it where it raised (VS Code asks for trust before the debug session).
+  const job = startCrashJob(ctx.root, ctx.stateDir, 120);
+  try {
+    await step("a held crash's notification → Inspect", async () => {
+      const toast = page.locator(".notification-toast", { hasText: /crashed/ }).first();
+      await toast.waitFor({ timeout: 90_000 });
+      await ctx.shot("2-crash-notification");
+      await toast.locator("a.monaco-button", { hasText: "Inspect" }).click();
+      const asked = await trustIfAsked(page, page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }), 60_000);
+      ctx.say(`scenario: VS Code ${asked ? "asked for trust before the debug session" : "did not ask for trust"}`);
+      await stoppedLineShown(page);
+      await ctx.shot("3-crash-inspect");
+    });
+
+    // 3. Continue All releases the held worker: the driver gets Ray's usual error, and the crash's session ends by itself.
+    await step("Continue All releases the crash and ends its session", async () => {
+      await continueAll(page);
+      await until("the crash driver to get its RayTaskError", 60_000, async () => /crashed \d+ ZeroDivisionError/.test(job.output()));
+      await page.locator(".debug-toolbar").waitFor({ state: "hidden", timeout: 30_000 });
+    });
+  } finally {
+    if (job.child.exitCode === null) {
+      job.child.kill("SIGTERM");
+    }
+  }
+
+  // 4. A click on the record opens its replay (not "already being debugged"); Continue there runs
+  // nothing and raises no error: the scene stays.
+  await step("the record's replay; Continue in it runs nothing", async () => {
+    await showClusterView(page);
+    const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Crashes$/ }) });
+    if ((await header.getAttribute("aria-expanded")) === "false") {
+      await header.click();
+    }
+    const row = crashRow(page, /rank 7 .*ZeroDivisionError/);
+    await row.waitFor({ timeout: 30_000 });
+    await row.click();
+    await page.locator(".debug-toolbar").waitFor({ timeout: 30_000 });
+    await page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }).waitFor({ timeout: 30_000 });
+    await stoppedLineShown(page);
+    const repl = await showDebugConsole(page);
+    await page.keyboard.press("F5");
+    await repl.getByText(/nothing runs in a replay of crash/).first().waitFor({ timeout: 30_000 });
+    await stoppedLineShown(page);
+    if (await errorToast.first().isVisible()) {
+      throw new Error(`an error toast in the replay: ${await errorToast.first().textContent()}`);
+    }
+    await ctx.shot("4-replay");
+    await page.keyboard.press("Shift+F5");
+    await page.locator(".debug-toolbar").waitFor({ state: "hidden", timeout: 30_000 });
+  });
+
+  // 5. Click rank 0: its session starts under "Ray cluster".
   await step("click to attach", async () => {
     await clusterRow(page, 0).click();
     await page.locator(".debug-toolbar").waitFor({ timeout: 60_000 });
   });
 
-  // 3. A gutter click on a line every rank passes once per step: the ranks stop there.
-  await step("gutter breakpoint", async () => {
+  // 6. A plain gutter click on a line every rank passes once per step: rank 0 stops there, the
+  // other ranks run on (raySleuth.plainBreakpoints' default: one rank, not one session per rank).
+  await step("gutter breakpoint stops rank 0 only", async () => {
     await openAt(page, file, line);
     await clickGutter(page, lineText);
     await page.locator(".editor-instance .margin .codicon-debug-breakpoint").first().waitFor({ timeout: 10_000 });
     await until(`rank 0 paused at demo.py:${line} in the Cluster view`, 60_000, () => rowSays(page, 0, `paused at demo.py:${line}`));
     await stoppedLineShown(page);
-    await ctx.shot("2-breakpoint");
+    const point = (await clusterPoints(ctx.stateDir)).find((b) => b.line === line);
+    if (point?.scope !== "first rank") {
+      throw new Error(`the gutter click's point: ${JSON.stringify(point)}`);
+    }
+    const all = await trainers(ctx.stateDir);
+    for (const r of [1, 2, 3]) {
+      if (all.get(r)?.state === "paused") {
+        throw new Error(`rank ${r} paused under a plain breakpoint`);
+      }
+    }
+    await ctx.shot("5-breakpoint");
   });
 
-  // 4. The condition box: "[rank 0]", then Continue All: only rank 0 stops again.
+  // 7. The condition box: "[rank 0]", then Continue All: only rank 0 stops again.
   await step("[rank 0] through the condition box, Continue All", async () => {
     await goToLine(page, line);
     await palette(page, "Debug: Add Conditional Breakpoint...");
@@ -244,10 +347,10 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
         throw new Error(`rank ${r} paused under a [rank 0] breakpoint`);
       }
     }
-    await ctx.shot("3-rank0-condition");
+    await ctx.shot("6-rank0-condition");
   });
 
-  // 5. Remove the breakpoint (a gutter click) and let rank 0 go.
+  // 8. Remove the breakpoint (a gutter click) and let rank 0 go.
   await step("remove the breakpoint, Continue All", async () => {
     await clickGutter(page, lineText);
     await until("no breakpoint in the gutter", 10_000, async () => !(await page.locator(".editor-instance .margin .codicon-debug-breakpoint-conditional").first().isVisible()));
@@ -259,31 +362,7 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     }
   });
 
-  // 6. A crash, held for an attach: its notification's Inspect opens it where it raised.
-  const job = startCrashJob(ctx.root, ctx.stateDir, 120);
-  try {
-    await step("a held crash's notification → Inspect", async () => {
-      const toast = page.locator(".notification-toast", { hasText: /crashed/ }).first();
-      await toast.waitFor({ timeout: 90_000 });
-      await ctx.shot("4-crash-notification");
-      await toast.locator("a.monaco-button", { hasText: "Inspect" }).click();
-      await page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }).waitFor({ timeout: 60_000 });
-      await stoppedLineShown(page);
-      await ctx.shot("5-crash-inspect");
-    });
-
-    // 7. Continue All releases the held worker: the driver gets Ray's usual error.
-    await step("Continue All releases the crash", async () => {
-      await continueAll(page);
-      await until("the crash driver to get its RayTaskError", 60_000, async () => /crashed \d+ ZeroDivisionError/.test(job.output()));
-    });
-  } finally {
-    if (job.child.exitCode === null) {
-      job.child.kill("SIGTERM");
-    }
-  }
-
-  // 8. Disconnect: stop the sessions from the debug toolbar; the workers run on.
+  // 9. Disconnect: stop the sessions from the debug toolbar; the workers run on.
   await step("disconnect", async () => {
     await until("every debug session stopped", 60_000, async () => {
       if (!(await page.locator(".debug-toolbar").isVisible())) {
@@ -295,6 +374,6 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     });
     await showClusterView(page);
     await clusterRow(page, 0).waitFor({ timeout: 10_000 });
-    await ctx.shot("6-disconnected");
+    await ctx.shot("7-disconnected");
   });
 }

@@ -248,8 +248,7 @@ class DapSession:
         if command in RUN_COMMANDS:
             await self.output(
                 f"Ray Sleuth: nothing runs in a replay of crash {replay.rec.id} ({replay.why}); "
-                "the stack and locals stay as they were. Stop (Shift+F5) closes the replay.",
-                category="important",
+                "the stack and locals stay as they were. Stop (Shift+F5) closes the replay."
             )
             await self.event("stopped", replay.stopped_event())
 
