@@ -246,7 +246,8 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
   const job = startCrashJob(ctx.root, ctx.stateDir, 120);
   try {
     await step("a held crash's notification → Inspect", async () => {
-      const toast = page.locator(".notification-toast", { hasText: /crashed/ }).first();
+      // The crash fixture's (rank 7); the demo's own rank 2 crash may be notified too, not held.
+      const toast = page.locator(".notification-toast", { hasText: /rank 7 .*crashed/ }).first();
       await toast.waitFor({ timeout: 90_000 });
       await ctx.shot("2-crash-notification");
       await toast.locator("a.monaco-button", { hasText: "Inspect" }).click();

@@ -251,6 +251,8 @@ async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
         assert [f["line"] for f in frames_again[:1]] == [RAISE_LINE]
         info = (await s.request("exceptionInfo", {"threadId": 1}))["body"]
         assert info["exceptionId"] == "ZeroDivisionError"
+        trace = info["details"]["stackTrace"]  # as a live stop shows it: Ray's executor cut (issue 25)
+        assert "ZeroDivisionError" in trace and "_raylet" not in trace and "crash_job.py" in trace, trace
     finally:
         await s.request("disconnect", {}, check=False)
         await s.close()

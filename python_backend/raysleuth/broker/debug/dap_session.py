@@ -244,7 +244,8 @@ class DapSession:
             quiet = command == "evaluate" and args.get("context") in QUIET_EVALUATE
             await self.respond(request, error=error, show_user=not quiet)
             return
-        await self.respond(request, self.paths.map_message(body, to_remote=False))
+        body = rayframes.tidy(command, self.paths.map_message(body or {}, to_remote=False))
+        await self.respond(request, body)  # Ray's executor frames dimmed and cut, as live (issue 25)
         if command in RUN_COMMANDS:
             await self.output(
                 f"Ray Sleuth: nothing runs in a replay of crash {replay.rec.id} ({replay.why}); "
