@@ -214,9 +214,12 @@ function crashRow(page: Page, text: RegExp): Locator {
   return page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Crashes$/ }) }).locator(".monaco-list-row", { hasText: text }).first();
 }
 
+/** The Debug Console (a session opens it; its panel tab is clicked when another panel shows). */
 async function showDebugConsole(page: Page): Promise<Locator> {
-  await palette(page, "Debug: Focus on Debug Console View");
   const repl = page.locator(".repl");
+  if (!(await repl.isVisible())) {
+    await page.locator(".part.panel .composite-bar .action-item", { hasText: "Debug Console" }).first().click();
+  }
   await repl.waitFor({ timeout: 10_000 });
   return repl;
 }
@@ -284,7 +287,8 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }).waitFor({ timeout: 30_000 });
     await stoppedLineShown(page);
     const repl = await showDebugConsole(page);
-    await page.keyboard.press("F5");
+    await page.locator(".editor-instance .monaco-editor .view-lines").first().click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press("F5"); // Continue, as the toolbar's first button
     await repl.getByText(/nothing runs in a replay of crash/).first().waitFor({ timeout: 30_000 });
     await stoppedLineShown(page);
     if (await errorToast.first().isVisible()) {
