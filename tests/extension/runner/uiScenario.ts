@@ -287,7 +287,7 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await page.locator(".tabs-container .tab.active", { hasText: "crash_job.py" }).waitFor({ timeout: 30_000 });
     await stoppedLineShown(page);
     const repl = await showDebugConsole(page);
-    await page.locator(".editor-instance .monaco-editor .view-lines").first().click({ position: { x: 5, y: 5 } });
+    await page.locator(".editor-instance .monaco-editor textarea").first().focus(); // keys to the editor
     await page.keyboard.press("F5"); // Continue, as the toolbar's first button
     await repl.getByText(/nothing runs in a replay of crash/).first().waitFor({ timeout: 30_000 });
     await stoppedLineShown(page);
