@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Protocol
 
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.debug import rayframes
 from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
 from raysleuth.broker.debug.targets import resolve_target
+from raysleuth.broker.debug.waits import held_worker, with_agent
 from raysleuth.broker.postmortem.replay import QUIET_EVALUATE, RUN_COMMANDS
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
-from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import SleuthError
 
 if TYPE_CHECKING:
@@ -41,9 +40,6 @@ class Door(Protocol):
 
 
 log = logging.getLogger(__name__)
-
-HELD_REPORT_WAIT_S = 5.0
-"""How long attach {crash} waits for a held worker's report after its record came first."""
 
 CAPABILITIES = {
     "supportsConfigurationDoneRequest": True,
@@ -151,6 +147,7 @@ class DapSession:
             worker = resolve_target(self.door.table.workers(), args)
             mappings = list(args.get("pathMappings") or [])
             try:
+                worker = await with_agent(self.door.table.workers, worker, self._progress)
                 self.link = await self.door.leases.lease(worker, self, progress=self._progress)
             finally:
                 await self._progress_end()
@@ -186,7 +183,7 @@ class DapSession:
                 error=f"Ray Sleuth: no crash record {crash_id}. List them with `raysleuth crashes`.",
             )
             return True
-        held = await self._held_worker(crash_id, rec)
+        held = await held_worker(self.door.table.workers, crash_id, rec)
         if held is not None:
             args["worker"] = held.id
             return False
@@ -202,32 +199,6 @@ class DapSession:
         )
         await self.event("initialized")
         return True
-
-    async def _held_worker(self, crash_id: str, rec) -> Worker | None:
-        """The worker held for this crash, if it is. A record that says it is held may come a
-        moment before the worker's own report does (a client that attaches on the `crash` event):
-        wait for that report, up to HELD_REPORT_WAIT_S, before taking the worker for gone."""
-
-        def find():
-            return next(
-                (
-                    w
-                    for w in self.door.table.workers()
-                    if w.state == "crashed" and w.crash == crash_id and w.agent
-                ),
-                None,
-            )
-
-        held = find()
-        held_until = rec.held_until or 0
-        deadline = time.monotonic() + HELD_REPORT_WAIT_S
-        while held is None and held_until > time.time() and time.monotonic() < deadline:
-            wid = rec.worker_id
-            if any(w.id == wid and w.state == "exited" for w in self.door.table.workers()):
-                break
-            await asyncio.sleep(0.05)
-            held = find()
-        return held
 
     async def _replay_answer(self, request: dict) -> None:
         args = self.paths.map_message(dict(request.get("arguments") or {}), to_remote=True)
