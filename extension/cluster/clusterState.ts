@@ -17,6 +17,7 @@ export class ClusterState implements vscode.Disposable {
 
   private _status: ConnectionStatus = "disconnected";
   private _workers: WorkerInfo[] = [];
+  private _lostSince: number | undefined;
   private _nodes: NodeInfo[] = [];
   private _brokerUrl: string | undefined;
 
@@ -41,7 +42,17 @@ export class ClusterState implements vscode.Disposable {
     return this._brokerUrl;
   }
 
+  /** When the broker stopped answering (ms since the epoch), while reconnecting. */
+  get lostSince(): number | undefined {
+    return this._lostSince;
+  }
+
   private setStatus(status: ConnectionStatus, brokerUrl: string | undefined): void {
+    if (status === "reconnecting" && this._status !== "reconnecting") {
+      this._lostSince = Date.now();
+    } else if (status !== "reconnecting") {
+      this._lostSince = undefined;
+    }
     this._status = status;
     if (brokerUrl !== undefined) {
       this._brokerUrl = brokerUrl;

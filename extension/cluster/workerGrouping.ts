@@ -178,8 +178,8 @@ export function workerDescription(w: WorkerInfo, options: ShowOptions = {}): str
   if (deadline) {
     text += ` · ${deadline}`;
   }
-  if (!w.agent) {
-    text += " (no agent)";
+  if (!w.agent && w.state !== "exited") {
+    text += " (no agent)"; // an exited worker cannot be debugged either way: whether it had one is noise
   }
   if (w.gpu_memory && w.state !== "exited") {
     text += ` · GPU ${formatBytes(w.gpu_memory.used_bytes)}${w.gpu_memory.growing ? " ↑" : ""}`;
@@ -241,7 +241,7 @@ export function workerTooltip(w: WorkerInfo, options: ShowOptions = {}): string 
     ["GPUs", w.gpu_ids && w.gpu_ids.length ? w.gpu_ids.join(", ") : null],
     ["GPU memory", gpuMemoryText(w.gpu_memory)],
     ["python", w.python],
-    ["agent", w.agent ? "yes" : NO_AGENT_TEXT],
+    ["agent", w.agent ? "yes" : w.state === "exited" ? null : NO_AGENT_TEXT],
     ["last seen", formatLastSeen(w.last_seen)],
   ];
   return rows

@@ -103,7 +103,10 @@ describe("Worker tree grouping", () => {
   });
 
   it("explains a worker without an agent", () => {
-    assert.match(workerTooltip(worker({ agent: false, state: "exited" })), /^agent: no: Ray lists this worker, but no Ray Sleuth agent runs in it .*RAYSLEUTH=1/m);
+    assert.match(workerTooltip(worker({ agent: false, state: "idle" })), /^agent: no: Ray lists this worker, but no Ray Sleuth agent runs in it .*RAYSLEUTH=1/m);
+    // An exited worker had an agent or not: it cannot be debugged either way (issue 25, item 8).
+    assert.doesNotMatch(workerTooltip(worker({ agent: false, state: "exited" })), /^agent:/m);
+    assert.strictEqual(workerDescription(worker({ state: "exited", agent: false })), "exited");
   });
 
   it("writes the status bar text", () => {
@@ -111,5 +114,9 @@ describe("Worker tree grouping", () => {
     assert.strictEqual(statusText({ status: "connected", workers: [worker({})] }), "Ray: 1 worker");
     assert.strictEqual(statusText({ status: "connected", workers: [worker({}), worker({ state: "exited" })] }), "Ray: 1 worker", "exited workers are not counted");
     assert.strictEqual(statusText({ status: "disconnected", workers: [] }), "Ray: disconnected");
+    // A broker that went away: "reconnecting…" for a while, then said plainly (issue 25, item 5).
+    const lostSince = 1_000_000;
+    assert.strictEqual(statusText({ status: "reconnecting", workers: [], lostSince }, lostSince + 3_000), "Ray: reconnecting…");
+    assert.strictEqual(statusText({ status: "reconnecting", workers: [], lostSince }, lostSince + 15_000), "Ray: broker unreachable, retrying");
   });
 });
