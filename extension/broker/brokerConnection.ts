@@ -79,6 +79,12 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
    * back after a break (the broker may have restarted and lost what it was told).
    */
   readonly onDidConnect = this.connected.event;
+  /**
+   * Which broker the connection is to: its URL and start time. A restarted broker (same URL) or
+   * another one has a new value; views that show a broker's data mark it stale then. Set before
+   * onDidConnect fires.
+   */
+  instance: string | undefined;
   /** Every event of the connected client's stream (`workers`, `breakpoints`, `log`, `snapshot`, ...). */
   readonly onStreamEvent = this.streamEvent.event;
 
@@ -159,12 +165,13 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
     this.setStatus("connecting", location.url);
     const client = new BrokerClient({ url: location.url, token: location.token });
     try {
-      const [workers, nodes] = await Promise.all([client.getWorkers(), client.getNodes()]);
+      const [workers, nodes, status] = await Promise.all([client.getWorkers(), client.getNodes(), client.getStatus()]);
       if (gen !== this.generation) {
         client.dispose();
         return false;
       }
       this._client = client;
+      this.instance = `${client.url}@${status.started ?? "?"}`;
       this.publish(workers, nodes);
       this.setStatus("connected", location.url);
       await vsapi.setContext(ContextKeys.connected, true);
@@ -287,7 +294,13 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
         log.info(`Event stream from ${client.url} is back`);
         this.setStatus("connected");
         this.refresh().catch((e: unknown) => swallow("Refreshing after the stream came back failed", e));
-        this.connected.fire(client);
+        client
+          .getStatus()
+          .then((status) => {
+            this.instance = `${client.url}@${status.started ?? "?"}`;
+          })
+          .catch((e: unknown) => swallow("Reading the broker's status after the stream came back failed", e))
+          .finally(() => live() && this.connected.fire(client));
       }
     });
     client.onStreamError((err) => {

@@ -39,6 +39,8 @@ export interface BrokerStatus {
   dap: string;
   /** The HTTP port takes DAP sessions too (one tunnelled port reaches a remote broker). */
   dap_on_http?: boolean;
+  /** When this broker started (seconds since the epoch): a restarted broker has a new one. */
+  started?: number;
 }
 
 /** The body of every broker error response. */

@@ -41,9 +41,25 @@ export class SnapshotView implements vscode.Disposable {
 
   /** Workers expected to pass the line (a compare's progress), when known. */
   expected: number | undefined;
+  /** The broker that holds the point (BrokerConnectionService.instance). */
+  instance: string | undefined;
+  /** Why the table no longer updates (its broker is gone), once it does not. */
+  stale: string | undefined;
+
+  /** Marks the table as a record of a broker that is gone: it stays readable, and says so. */
+  markStale(why: string): void {
+    if (this.stale === undefined) {
+      this.stale = why;
+      this.render();
+      this.changed.fire();
+    }
+  }
 
   /** How the point captures, in the panel's words. */
   get note(): string {
+    if (this.stale) {
+      return `⚠ ${this.stale}`;
+    }
     const workers = new Set(this.table.rows.map((r) => r.worker)).size;
     const each = this.count === 1 ? "One-shot: each worker captures once" : `Each worker captures ${this.count} times`;
     const sofar = this.expected ? `${Math.min(workers, this.expected)} of ${this.expected} ranks so far` : `${workers} worker${workers === 1 ? "" : "s"} so far`;
@@ -155,10 +171,18 @@ export class SnapshotService implements vscode.Disposable {
           }
         }
       }),
-      // Rows captured while the stream was down come from GET.
+      // Rows captured while the stream was down come from GET; a view of a broker that is
+      // gone (restarted, or another one now) stays as a record and says so (issue 25, item 5).
       connection.onDidConnect(() => {
         for (const view of this.views.values()) {
-          void this.fetch(view);
+          if (view.instance !== connection.instance) {
+            view.markStale(`the broker that held this point (${view.instance?.split("@")[0] ?? "?"}) has gone: these rows no longer update; capture again to read the cluster now`);
+          } else {
+            void this.fetch(view);
+          }
+        }
+        if (![...this.views.values()].some((v) => !v.stale)) {
+          this.stopPolling();
         }
       }),
     );
@@ -182,6 +206,7 @@ export class SnapshotService implements vscode.Disposable {
     }
     const ranks = request.ranks?.length ? `rank ${formatRanks(request.ranks)}` : "all ranks";
     const view = new SnapshotView(id, title ?? `${path.basename(request.path)}:${request.line} · ${ranks}`, request.count ?? 1, request.expressions ?? []);
+    view.instance = this.connection.instance;
     this.views.set(id, view);
     this.startPolling();
     // Closing the panel ends the snapshot point: the workers stop capturing there.
@@ -190,7 +215,9 @@ export class SnapshotService implements vscode.Disposable {
       if (this.views.size === 0) {
         this.stopPolling();
       }
-      this.connection.client?.deleteSnapshot(id).then(undefined, (e: unknown) => swallow(`Deleting snapshot ${id}`, e));
+      if (!view.stale) {
+        this.connection.client?.deleteSnapshot(id).then(undefined, (e: unknown) => swallow(`Deleting snapshot ${id}`, e));
+      }
     });
     log.info(`Snapshot ${id} at ${request.path}:${request.line} on ${ranks}`);
     view.show();
@@ -242,8 +269,8 @@ export class SnapshotService implements vscode.Disposable {
 
   private async fetch(view: SnapshotView): Promise<void> {
     const client = this.connection.client;
-    if (!client) {
-      return;
+    if (!client || view.stale || this.connection.status !== "connected" || view.instance !== this.connection.instance) {
+      return; // never asks a broker that is gone, nor another broker for this one's point
     }
     try {
       view.add(await client.getSnapshot(view.id), true);

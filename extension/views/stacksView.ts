@@ -53,7 +53,11 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     this.disposables.push(
       this.treeView,
       this.changed,
-      connection.onDidConnect(() => void this.readWatch()),
+      connection.onDidConnect(() => {
+        void this.readWatch();
+        this.markStaleIfMoved();
+      }),
+      connection.onDidChangeStatus(() => this.markStaleIfMoved()),
       connection.onStreamEvent((e) => {
         if (e.event === "stacks" && e.data && typeof e.data === "object" && Array.isArray((e.data as StacksResult).groups)) {
           this.setResult(e.data as StacksResult);
@@ -87,8 +91,27 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
     }
   }
 
+  /** The broker the shown stacks came from (BrokerConnectionService.instance). */
+  private resultInstance: string | undefined;
+  /** Set while the stacks shown are from a broker that is gone or unreachable. */
+  stale: string | undefined;
+
+  /** Stacks of a broker that is gone stay readable, marked as such (issue 25, item 5). */
+  private markStaleIfMoved(): void {
+    if (!this.result) {
+      return;
+    }
+    const gone = this.connection.status !== "connected" ? "the broker does not answer" : this.resultInstance !== this.connection.instance ? "the broker changed since" : undefined;
+    if (gone !== this.stale) {
+      this.stale = gone;
+      this.showMessage();
+    }
+  }
+
   private setResult(result: StacksResult): void {
     this.result = result;
+    this.resultInstance = this.connection.instance;
+    this.stale = undefined;
     this.roots = buildStackTree(result);
     this.byId.clear();
     const index = (nodes: StackNode[]) => {
@@ -106,7 +129,8 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
   private showMessage(): void {
     const watch = this.watching ? `watching every ${this.watchInterval ?? WATCH_INTERVAL_S} s` : undefined;
     const taken = this.result ? `${new Date((this.result.time ?? Date.now() / 1000) * 1000).toLocaleTimeString()} · ${resultSummary(this.result)}` : undefined;
-    this.treeView.message = [taken, watch].filter(Boolean).join(" · ") || undefined;
+    const stale = this.stale ? `⚠ stale: ${this.stale}; Refresh reads the cluster now` : undefined;
+    this.treeView.message = [stale, taken, watch].filter(Boolean).join(" · ") || undefined;
   }
 
   getTreeItem(node: StackNode): vscode.TreeItem {

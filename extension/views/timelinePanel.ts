@@ -75,8 +75,8 @@ export class TimelineService implements vscode.Disposable {
   /** Reads the events after the last one seen and redraws (`always`: redraw even without new ones). */
   private async read(always = false): Promise<void> {
     const client = this.connection.client;
-    if (!client || this.reading) {
-      return;
+    if (!client || this.reading || this.connection.status !== "connected") {
+      return; // a broker that does not answer is not polled; onDidConnect reads again
     }
     this.reading = true;
     try {

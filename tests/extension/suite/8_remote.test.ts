@@ -75,6 +75,40 @@ describe("Connect to Remote Broker (one forwarded port)", function () {
     await vscode.debug.stopDebugging(session);
   });
 
+  it("marks the Stacks view and an open snapshot table stale once the connection is to another broker (issue 25)", async () => {
+    await api.connection.connect({ interactive: false }); // the demo's broker, straight
+    const direct = api.connection.instance;
+    assert.ok(direct, "the connection names its broker");
+    assert.ok(await api.stacks.refresh(), "stacks taken from the demo's broker");
+    assert.strictEqual(api.stacks.stale, undefined);
+    const demoPy = path.join(path.resolve(__dirname, "../../.."), "python_backend", "raysleuth", "cli", "demo.py");
+    const line = fs.readFileSync(demoPy, "utf8").split("\n").findIndex((l) => l.includes('raysleuth.event("step"')) + 1;
+    const view = await api.snapshots.capture({ path: demoPy, line, ranks: [0], count: 1 });
+    assert.ok(view, "a snapshot table open");
+    try {
+      const demo = demoBroker();
+      const target = new URL(demo.url);
+      const other = await forwarder(target.hostname, Number(target.port));
+      try {
+        fs.writeFileSync(tokenFile, demo.token + "\n", { mode: 0o600 });
+        assert.ok(await vscode.commands.executeCommand<boolean>(Commands.connectRemote, { address: `127.0.0.1:${other.port}`, tokenFile }));
+        assert.notStrictEqual(api.connection.instance, direct, "another broker address is another broker to the views");
+        await waitFor("the Stacks view marked stale", () => api.stacks.stale !== undefined && api.stacks.treeView.message?.startsWith("⚠ stale"));
+        await waitFor("the snapshot table marked stale", () => view.stale !== undefined && view.html?.includes("no longer update"));
+        assert.ok(await api.stacks.refresh(), "Refresh reads the stacks from the broker now");
+        assert.strictEqual(api.stacks.stale, undefined);
+      } finally {
+        other.server.close();
+      }
+    } finally {
+      view.close();
+      const settings = vscode.workspace.getConfiguration(SETTINGS_SECTION);
+      await settings.update(Settings.brokerAddress, undefined, vscode.ConfigurationTarget.Global);
+      await settings.update(Settings.tokenFile, undefined, vscode.ConfigurationTarget.Global);
+      await api.connection.connect({ interactive: false });
+    }
+  });
+
   it("refuses a token file that does not exist, saying which", async () => {
     const seen: string[] = [];
     const original = api.remote.showError;
