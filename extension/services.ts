@@ -30,6 +30,7 @@ import { CompareService } from "./views/comparePanel";
 import { InspectService } from "./views/inspectPanel";
 import { GpuService } from "./views/gpuPanel";
 import { TimelineService } from "./views/timelinePanel";
+import { WalkthroughProgress } from "./views/walkthroughProgress";
 import { SleuthLanguageClient } from "./lsp/languageClient";
 
 
@@ -67,8 +68,9 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
     brokerPython: () => readBrokerFile(resolveStateDir(getSetting<string>(Settings.stateDir, "")))?.python ?? undefined,
   });
   state.onDidChange(() => state.status === "connected" && languageServer.brokerAvailable());
+  const walkthrough = new WalkthroughProgress();
   return {
-    connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
+    walkthrough, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,
     workerLogs, allStop, remote, doctor, compare, inspect, gpu, timeline, languageServer,
   };

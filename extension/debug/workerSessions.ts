@@ -103,6 +103,17 @@ export class WorkerSessionService implements vscode.Disposable {
     }
     const reply = what === "continue" ? await client.continueWorkers({ workers }) : await client.pauseWorkers({ workers });
     log.info(`Ray cluster session: ${what} on ${workers.length} worker session(s): ${JSON.stringify(reply)}`);
+    const skipped = reply.skipped ?? [];
+    if (skipped.length) {
+      // Said, not only logged: a Pause that did nothing must not look like one that worked.
+      const names = skipped.map((s) => `${this.labelOf(s.worker)}: ${s.reason}`).join("; ");
+      void vsapi.showWarningMessage(`Ray Sleuth: ${what} skipped ${skipped.length} of ${workers.length} worker session(s): ${names}`);
+    }
+  }
+
+  private labelOf(workerId: string): string {
+    const w = this.state.workers.find((x) => x.id === workerId);
+    return w ? (w.rank !== null ? `rank ${w.rank}` : `pid ${w.pid ?? "?"}`) : workerId.slice(0, 8);
   }
 
   /**

@@ -41,8 +41,8 @@ export class EvaluateService implements vscode.Disposable {
     const editor = vscode.window.activeTextEditor;
     const selected = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection).trim() : "";
     const expression = await vscode.window.showInputBox({
-      title: "Ray Sleuth: evaluate on all paused ranks",
-      prompt: "A Python expression, evaluated in the top frame of every paused worker",
+      title: "Ray Sleuth: Evaluate on All Stopped Ranks",
+      prompt: "A Python expression, evaluated in the top frame of every stopped rank",
       value: selected || this.last?.expression || "",
       validateInput: (v) => (v.trim() ? undefined : "Type an expression"),
     });

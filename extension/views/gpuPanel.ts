@@ -109,7 +109,7 @@ export class GpuService implements vscode.Disposable {
     if (target.kind === "worker") {
       const row = this.rows.get(target.id);
       const title = `GPU memory · ${worker ? workerLabel(worker) : row?.rank !== null && row?.rank !== undefined ? `rank ${row.rank}` : target.id.slice(0, 8)}`;
-      return workerChart(title, row, this.crashes);
+      return workerChart(title, row, this.crashes, worker?.gpu_ids);
     }
     const node = groupWorkers(this.state.workers, this.state.nodes).find((n) => n.nodeId === target.id);
     const ids = new Set(this.state.workers.filter((w) => w.node_id === target.id).map((w) => w.id));

@@ -97,14 +97,18 @@ function emptyModel(title: string, empty: string, markers: ChartMarker[] = []): 
 }
 
 const NO_SAMPLES =
-  "No GPU samples for it yet. Workers send NVML samples with their heartbeats where pynvml (nvidia-ml-py) imports and a GPU is visible; see `raysleuth doctor`.";
+  "No GPU samples from it yet. Workers with a GPU send NVML samples with their heartbeats where pynvml (nvidia-ml-py) imports; Run Doctor checks NVML on each node.";
+const NO_GPU = "No GPU memory to show: Ray gave this worker no GPU (its GPU ids are empty), so there is nothing to sample.";
 
-/** One worker's chart: used, torch allocated (and its peak), peak, device used, device total. */
-export function workerChart(title: string, row: GpuRow | undefined, crashes: readonly CrashRecordSummary[]): GpuChartModel {
+/**
+ * One worker's chart: used, torch allocated (and its peak), peak, device used, device total.
+ * `gpuIds`: the worker's GPU ids, when known (an empty list: it has no GPU, and the chart says so).
+ */
+export function workerChart(title: string, row: GpuRow | undefined, crashes: readonly CrashRecordSummary[], gpuIds?: readonly number[]): GpuChartModel {
   const markers = row ? crashMarkers(crashes, new Set([row.worker])) : [];
   const points = row ? workerPoints(row) : [];
   if (!row || !points.length) {
-    return emptyModel(title, NO_SAMPLES, markers);
+    return emptyModel(title, gpuIds !== undefined && gpuIds.length === 0 ? NO_GPU : NO_SAMPLES, markers);
   }
   const used = points.map((p) => p.used);
   const series: ChartSeries[] = [
@@ -161,7 +165,7 @@ export function nodeChart(title: string, rows: readonly GpuRow[], crashes: reado
   const markers = crashMarkers(crashes, new Set(rows.map((r) => r.worker)), (c) => labelOf(c.worker.id ?? "", c.worker.rank ?? null));
   const perWorker = rows.map((r) => ({ row: r, points: workerPoints(r) })).filter((w) => w.points.length);
   if (!perWorker.length) {
-    return emptyModel(title, `No GPU samples from the workers of this node. ${NO_SAMPLES.slice(NO_SAMPLES.indexOf("Workers"))}`, markers);
+    return emptyModel(title, `No GPU samples from the workers of this node. ${NO_SAMPLES.slice(NO_SAMPLES.indexOf("Workers with"))}`, markers);
   }
   const x = [...new Set(perWorker.flatMap((w) => w.points.map((p) => p.t)))].sort((a, b) => a - b);
   const series: ChartSeries[] = perWorker.map((w) => {

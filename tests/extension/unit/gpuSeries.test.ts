@@ -78,8 +78,12 @@ describe("GPU memory series", () => {
 
   it("says why there is no chart for a worker without samples, and keeps its crashes", () => {
     const m = workerChart("t", undefined, []);
-    assert.match(m.empty ?? "", /No GPU samples/);
+    assert.match(m.empty ?? "", /No GPU samples from it yet/);
+    assert.doesNotMatch(m.empty ?? "", /`/, "no markdown backticks: the page shows them as they are");
     assert.deepStrictEqual(m.x, []);
+    // A machine (or worker) without a GPU: said as it is, no "yet" (issue 25, item 8).
+    assert.match(workerChart("t", undefined, [], []).empty ?? "", /^No GPU memory to show: Ray gave this worker no GPU/);
+    assert.match(workerChart("t", undefined, [], [0]).empty ?? "", /No GPU samples from it yet/);
   });
 
   it("merges the stream's newest samples into what GET sent, once each, in time order", () => {

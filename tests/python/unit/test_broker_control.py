@@ -148,6 +148,18 @@ async def test_pause_stops_the_main_thread_of_running_agent_workers():
     assert ("pause", {"threadId": 1}) in leases.get("w1").requests
 
 
+async def test_pause_reaches_a_worker_an_editor_session_debugs_through_its_link():
+    """Issue 25: Pause on the Ray cluster session paused nothing: every worker with a session
+    was skipped as "being debugged by another session". Its session's link takes the pause."""
+    ws = [worker("w1", rank=0, state="running"), worker("w2", rank=1, state="running")]
+    control, leases, *_ = setup(ws)
+    session = object()
+    link = await leases.lease(ws[0], session)
+    res = await control.pause({})
+    assert sorted(res["paused"]) == ["w1", "w2"] and res["skipped"] == []
+    assert ("pause", {"threadId": 1}) in link.requests and link.lease is session  # still the session's
+
+
 async def test_a_pause_not_taken_yet_is_pending_with_why_and_continue_cancels_it():
     ws = [
         worker("w1", rank=1, state="running"),

@@ -132,7 +132,11 @@ class Control:
                 res["skipped"].append({"worker": w.id, "reason": "no Ray Sleuth agent in this worker"})
                 return
             try:
-                link = await self.leases.lease(w, None)
+                # A worker an editor session debugs is paused through that session's link: the
+                # session sees the stop (issue 25: Pause on the cluster session paused nothing).
+                link = self.leases.get(w.id)
+                if link is None or link.lease is None:
+                    link = await self.leases.lease(w, None)
                 threads = (await link.request("threads")).get("body", {}).get("threads") or []
                 main = next(
                     (t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None
