@@ -21,7 +21,7 @@ h2 { font-size: 1.1em; font-weight: 600; }
 table { border-collapse: collapse; }
 th, td { border: 1px solid var(--vscode-panel-border, #8884); padding: 2px 8px; text-align: left; vertical-align: top;
   font-family: var(--vscode-editor-font-family); white-space: pre-wrap; max-width: 40em; overflow-wrap: anywhere; }
-th { background: var(--vscode-editorWidget-background); }
+th { background: var(--vscode-editorWidget-background); white-space: nowrap; overflow-wrap: normal; }
 td.differs { background: var(--vscode-diffEditor-insertedTextBackground, #fc06); outline: 1px solid var(--vscode-editorWarning-foreground, #c90); }
 td.error { color: var(--vscode-errorForeground); }
 td.missing { color: var(--vscode-disabledForeground); }

@@ -81,6 +81,8 @@ describe("Cross-rank result tables", () => {
     }));
     const html = snapshotHtml("Snapshot a.py:3", snapshotTable(rows));
     assert.match(html, /@media \(max-width: 640px\) \{ \.wide \{ display: none; \} \.cards \{ display: block; \} \}/);
+    // A half-width table scrolls; its headers never break letter by letter ("r a n k", issue 25).
+    assert.match(html, /th \{ [^}]*white-space: nowrap; overflow-wrap: normal; \}/);
     assert.strictEqual((html.match(/<div class="card">/g) ?? []).length, 2, "one card per capture");
     assert.match(html, /<h3>rank 1 · [^<]* · f \(a\.py:3\)<\/h3>/);
     assert.match(html, /<div class="differs" title="1"><span class="name">step:<\/span> 1<\/div>|<div class="differs" title="0">/);
