@@ -83,7 +83,7 @@ def test_rank_scope_stops_only_that_rank(client, ranked):
 
 def test_first_rank_stops_rank_0_and_plain_tasks_not_the_other_ranks(client, ranked):
     """Issue 25 item 7: a plain gutter click (firstRank, the extension's default) in a ranked job
-    stops rank 0 only; the other ranks pass the line; a task without a rank stops as usual."""
+    stops rank 0 only; the other ranks pass the line; a worker without a rank stops as usual."""
     actors, pids = ranked
     res = client.set_breakpoints(JOB, [{"line": LINE, "condition": "step == 1", "firstRank": True}])
     [point] = res["breakpoints"]
@@ -94,18 +94,23 @@ def test_first_rank_stops_rank_0_and_plain_tasks_not_the_other_ranks(client, ran
     assert ray.get(refs[1:], timeout=30) == EXPECTED[1:]  # ranks 1-3 passed the line, never stopped
     w = wait_until(lambda: by_pid(client, pids[0])["state"] == "paused" and by_pid(client, pids[0]), 15)
     assert w["paused_at"]["line"] == LINE
-    task = ray.remote(num_cpus=0)(cluster_bp.plain_one).remote(1)
-
-    def plain_paused():
-        return next((x for x in client.workers() if x["state"] == "paused" and x["pid"] not in pids), None)
-
-    plain = wait_until(plain_paused, 30, message="the plain task paused at the line")
-    assert plain["rank"] is None
-    assert plain["paused_at"]["line"] == LINE
-    assert paused_pids(client, pids) == {pids[0]}
-    client.post("/v1/continue", {})
-    assert ray.get(refs[0], timeout=30) == EXPECTED[0]
-    assert ray.get(task, timeout=30) == (7 * 10 + 1) * 2
+    helper = ray.remote(num_cpus=0)(cluster_bp.Unranked).remote()
+    helper_pid = ray.get(helper.pid.remote(), timeout=30)
+    try:
+        call = helper.one.remote(1)
+        plain = wait_until(
+            lambda: by_pid(client, helper_pid)["state"] == "paused" and by_pid(client, helper_pid), 30,
+            message="the worker without a rank paused at the line",
+        )  # fmt: skip
+        assert plain["rank"] is None and plain["paused_at"]["line"] == LINE
+        assert paused_pids(client, pids) == {pids[0]}
+        client.post("/v1/continue", {})
+        assert ray.get(refs[0], timeout=30) == EXPECTED[0]
+        assert ray.get(call, timeout=30) == (7 * 10 + 1) * 2
+    finally:  # a worker without a rank arms rank-scoped points too: gone before the next test
+        client.post("/v1/continue", {})
+        ray.kill(helper)
+        wait_until(lambda: by_pid(client, helper_pid)["state"] == "exited", 30, message="the helper gone")
 
 
 def test_an_evaluate_that_never_ends_leaves_the_paused_worker_controllable(client, ranked):
