@@ -26,7 +26,7 @@ HEADER = (
     "// The broker's objects as docs/contract.md describes them; types only.\n"
 )
 
-ALIASES = {"WorkerState": wire.WorkerState, "CrashKind": wire.CrashKind}
+ALIASES = {"WorkerState": wire.WorkerState, "CrashKind": wire.CrashKind, "CaseKind": wire.CaseKind}
 """Literal types written as named TypeScript unions."""
 
 OBJECTS: list[tuple[str, type, tuple[str, ...] | None]] = [
@@ -40,6 +40,7 @@ OBJECTS: list[tuple[str, type, tuple[str, ...] | None]] = [
     ("CrashRecord", crash.CrashRecord, crash.CrashRecord.DETAIL),
     ("ArmedOn", wire.ArmedOn, None),
     ("PointJson", wire.PointJson, None),
+    ("CaseSummary", wire.CaseSummary, None),
 ]
 """(TypeScript name, Python class, the fields the wire carries: None for all of them)."""
 

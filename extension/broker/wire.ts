@@ -3,6 +3,7 @@
 
 export type WorkerState = "running" | "idle" | "paused" | "crashed" | "exited";
 export type CrashKind = "exception" | "worker_died" | "oom" | "segfault";
+export type CaseKind = "crash" | "hang" | "divergence" | "memory";
 
 /** Where a worker is paused (or held after a crash). */
 export interface PausedAt {
@@ -200,4 +201,19 @@ export interface PointJson {
   created?: number | null;
   /** Snapshot points: expressions recorded at each capture. */
   expressions?: string[] | null;
+}
+
+/** One row of `GET /v1/cases` (newest first): a failure, named by rank, step and line. */
+export interface CaseSummary {
+  id: string;
+  kind: CaseKind;
+  /** When it happened (seconds since the epoch). */
+  time: number;
+  job_id: string | null;
+  /** The ranks it is about (for a divergence, those that differ). */
+  ranks: number[];
+  /** One line: who, what, where and when. */
+  summary: string;
+  /** What to look at first. */
+  hint: string | null;
 }

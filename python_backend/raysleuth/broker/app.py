@@ -21,6 +21,7 @@ from aiohttp import web
 
 from raysleuth import __version__
 from raysleuth.broker.auth import load_or_create_token
+from raysleuth.broker.cases.book import CaseBook
 from raysleuth.broker.connect import (
     connect_ray,
     exposure_warning,
@@ -96,6 +97,7 @@ class Broker:
 
         self.hub = hub = EventHub()
         self.crashes = CrashStore(state_dir)
+        self.cases = CaseBook(hub, self.crashes)
         self.gpu = GpuHistory()
         self.agents = Agents(HOLD_S)
         self.relays = RelayPool()
@@ -234,6 +236,7 @@ class Broker:
             worker_logs=WorkerLogs(self.table, self.relays),
             settings=self.allstop,
             inspections=self.inspect,
+            cases=self.cases,
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()

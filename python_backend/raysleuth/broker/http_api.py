@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from raysleuth.broker.auth import check_bearer
+from raysleuth.broker.cases.routes import add_routes as add_case_routes
 from raysleuth.broker.events import format_sse
 from raysleuth.broker.points.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.radar.stacks import StacksQuery
@@ -25,6 +26,7 @@ from raysleuth.shared.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
 from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
 
 if TYPE_CHECKING:
+    from raysleuth.broker.cases.book import CaseBook
     from raysleuth.broker.debug.allstop import AllStop
     from raysleuth.broker.events import EventHub
     from raysleuth.broker.points.inspect import Inspections
@@ -82,6 +84,8 @@ class Services:
     #: The broker's settings (all-stop per job).
     inspections: Inspections
     #: raysleuth.inspect() rows of every rank, flagged.
+    cases: CaseBook
+    #: Every failure as a case (issue 26).
 
 
 def make_app(svc: Services) -> web.Application:
@@ -350,4 +354,5 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/nodes", get_nodes)
     app.router.add_get("/v1/status", get_status)
     app.router.add_get("/v1/stream", stream)
+    add_case_routes(app, svc)
     return app

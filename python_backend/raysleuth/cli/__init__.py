@@ -73,6 +73,12 @@ def cmd_crashes(args) -> int:
     return run_crashes(_client(args), args.id, args.json)
 
 
+def cmd_cases(args) -> int:
+    from raysleuth.cli.cases import run_cases
+
+    return run_cases(_client(args), args.id, args.json)
+
+
 def cmd_events(args) -> int:
     from raysleuth.cli.events import run_events
 
@@ -165,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(cr)
     cr.set_defaults(fn=cmd_crashes)
+
+    cs = sub.add_parser("cases", help="every failure as a case (rank, step, line), newest first; or one")
+    cs.add_argument("id", nargs="?", help="a case id: print its summary, hint and evidence")
+    cs.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(cs)
+    cs.set_defaults(fn=cmd_cases)
 
     ev = sub.add_parser("events", help="the cluster's timeline: raysleuth.event() of every rank, and crashes")
     ev.add_argument("--since", type=int, default=0, help="only events after this seq")

@@ -18,9 +18,13 @@ from raysleuth.shared.errors import BadRequest
 class Hub:
     def __init__(self):
         self.published: list[tuple[str, dict]] = []
+        self.emitted: list[tuple[str, dict]] = []
 
     def publish(self, event, data):
         self.published.append((event, data))
+
+    def emit(self, topic, payload=None):
+        self.emitted.append((topic, payload))
 
 
 def frames(*where):
@@ -251,6 +255,10 @@ async def test_a_sample_is_published_and_a_hang_goes_to_the_stream_and_the_timel
     await watch.sample(d)
     assert [e for e, _ in hub.published] == ["stacks", "stacks", "hang", "stacks"]
     assert watch.cost_ms == 12.5 and watch.taken == 3 and watch.hangs == 1
+    # The stream's `hang` event is light; the case book gets the stacks body (issue 26).
+    [(_, published)] = [(e, d) for e, d in hub.published if e == "hang"]
+    [(topic, found)] = hub.emitted
+    assert "stacks" not in published and topic == "hang-found" and found["stacks"]["workers"]
     [ev] = timeline.events_since(0, HANG_EVENT)
     assert ev["fields"]["job_id"] == "01" and ev["fields"]["samples"] == 2
 

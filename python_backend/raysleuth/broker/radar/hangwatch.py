@@ -88,6 +88,7 @@ def _hang(result: dict, job, rows: list[dict], st: _JobState) -> dict:
         "samples": st.count,
         "behind": part["behind"],
         "text": format_text(part),
+        "stacks": part,
     }
 
 
@@ -168,7 +169,8 @@ class HangWatch:
         for hang in hangs:
             self.hangs += 1
             log.warning("suspected hang in job %s (ranks %s)", hang["job_id"], hang["ranks_text"])
-            self.hub.publish("hang", hang)
+            self.hub.publish("hang", {k: v for k, v in hang.items() if k != "stacks"})
+            self.hub.emit("hang-found", hang)
             fields = {k: hang[k] for k in ("job_id", "ranks_text", "since", "samples", "text")}
             self.timeline.add_event({"rank": None, "worker": None, "pid": None}, HANG_EVENT, None, fields)
         return hangs

@@ -1,0 +1,141 @@
+"""Cases: each failure the broker sees, as one object that names the rank, the step and the line
+(issue 26). A case is made from its evidence by pure functions here: a crash record, a suspected
+hang of the radar, a divergence of a watch, a worker's GPU memory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import get_args
+
+from raysleuth.model.crash import CrashRecord
+from raysleuth.model.stacks import is_library, rank_ranges
+from raysleuth.model.wire import CaseKind, CaseSummary
+
+KINDS: tuple[CaseKind, ...] = get_args(CaseKind)
+MAX_SUMMARY = 300
+
+
+@dataclass
+class Case:
+    id: str
+    #: `<kind>-<id of its evidence or a random hex>`.
+    kind: CaseKind
+    time: float
+    #: When it happened (seconds since the epoch).
+    job_id: str | None
+    ranks: list[int]
+    #: The ranks it is about (for a divergence, those that differ).
+    summary: str
+    #: One line: who, what, where, when: "rank 2 raised FloatingPointError at demo.py:69 in step, step 40".
+    hint: str | None
+    #: What to look at first.
+    evidence: dict = field(default_factory=dict)
+    #: Per kind: {crash} (the record's id); the stacks body; {expression, pass, step, ranks, values,
+    #: last_agreed_pass}; the memory samples.
+
+    def listing(self) -> CaseSummary:
+        return CaseSummary(
+            id=self.id, kind=self.kind, time=self.time, job_id=self.job_id, ranks=self.ranks,
+            summary=self.summary, hint=self.hint,
+        )  # fmt: skip
+
+    def to_json(self) -> dict:
+        return dict(self.listing(), evidence=self.evidence)
+
+
+def _where(frames: list) -> dict | None:
+    """The innermost frame of the user's code (else the innermost frame)."""
+    return next((f for f in frames if not is_library(f.get("path") or "")), frames[0] if frames else None)
+
+
+def _place(frame: dict | None) -> str:
+    if not frame:
+        return "an unknown line"
+    return (
+        f"{os.path.basename(frame.get('path') or '?')}:{frame.get('line')} in {frame.get('function') or '?'}"
+    )
+
+
+def _int(value) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def step_of(rec: CrashRecord) -> int | None:
+    """The step a crash happened at, where known: a local `step` of its frames (innermost
+    first), else the newest `step` event the worker sent."""
+    for f in rec.frames:
+        step = _int((f.get("locals") or {}).get("step"))
+        if step is not None:
+            return step
+    for ev in reversed(rec.events or []):
+        if ev.get("name") == "step":
+            step = _int((ev.get("fields") or {}).get("step"))
+            if step is not None:
+                return step
+    return None
+
+
+def who(worker: dict) -> str:
+    rank = worker.get("rank")
+    if isinstance(rank, int):
+        return f"rank {rank}"
+    name = worker.get("actor_class") or worker.get("task")
+    return f"{name} (pid {worker.get('pid')})" if name else f"pid {worker.get('pid') or '?'}"
+
+
+def crash_case(rec: CrashRecord) -> Case:
+    worker: dict = dict(rec.worker or {})
+    what = (rec.exc_type or rec.kind or "crash").rpartition(".")[2]
+    verb = "raised" if rec.kind == "exception" else "died:"
+    text = f"{who(worker)} {verb} {what}"
+    if rec.frames:
+        text += f" at {_place(_where(rec.frames))}"
+    step = step_of(rec)
+    if step is not None:
+        text += f", step {step}"
+    if rec.message:
+        text += f": {' '.join(rec.message.split())}"
+    rank = worker.get("rank")
+    return Case(
+        id=f"crash-{rec.id}", kind="crash", time=rec.time, job_id=worker.get("job_id"),
+        ranks=[rank] if isinstance(rank, int) else [], summary=text[:MAX_SUMMARY], hint=rec.hint,
+        evidence={"crash": rec.id, "step": step},
+    )  # fmt: skip
+
+
+def hang_case(hang: dict, now: float) -> Case:
+    """A suspected hang of the radar (hangwatch.HangDetector): who holds the others back, where
+    the others wait, for how long."""
+    stacks = hang.get("stacks") or {}
+    groups = stacks.get("groups") or []
+    behind = hang.get("behind") or []
+    lasted = max(0, int(now - float(hang.get("since") or now)))
+    where = _place(_where(list(groups[0].get("frames") or []))) if groups else None
+    if behind:
+        text = f"{behind[0].get('why')}"
+        ranks = sorted({b["rank"] for b in behind if isinstance(b.get("rank"), int)})
+    else:
+        text = f"ranks {hang.get('ranks_text') or '?'} stood still"
+        ranks = sorted({r for g in groups for r in g.get("ranks") or []})
+    if where:
+        text += f"; the others at {where}" if behind else f" at {where}"
+    text += f" for {lasted} s"
+    hint = (
+        "The rank named behind is where to look: attach to it (its stack shows what it waits for), "
+        "or compare the ranks' stacks in the Stacks view."
+        if behind
+        else "Every rank waits at the same place: look for a collective one rank never reached, or a "
+        "lock, queue or ray.get that nothing will complete."
+    )
+    return Case(
+        id=f"hang-{uuid.uuid4().hex[:10]}", kind="hang", time=now, job_id=hang.get("job_id"),
+        ranks=ranks, summary=text[:MAX_SUMMARY], hint=hint,
+        evidence={"stacks": stacks, "since": hang.get("since"), "samples": hang.get("samples"),
+                  "text": hang.get("text"), "ranks_text": rank_ranges(ranks) if ranks else None},
+    )  # fmt: skip

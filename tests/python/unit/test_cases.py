@@ -1,0 +1,129 @@
+"""Cases (issue 26): a crash record and a suspected hang become one line that names the rank, the
+step and the line; the case book keeps them newest first, tells the stream, and knows the crash
+records filed before it started."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from raysleuth.broker.cases.book import CaseBook
+from raysleuth.broker.events import EventHub
+from raysleuth.broker.postmortem.crashes import CrashStore
+from raysleuth.cli.cases import format_detail, format_list
+from raysleuth.model.case import crash_case, hang_case, step_of
+from raysleuth.model.crash import CrashRecord
+from raysleuth.shared.errors import NotFound
+
+RAY = "/venv/lib/python3.11/site-packages/ray/_private/worker.py"
+TORCH = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+
+
+def demo_crash(**over) -> CrashRecord:
+    rec = {
+        "id": "20261206-010203-abcdef12",
+        "time": 1_800_000_000.0,
+        "kind": "exception",
+        "exc_type": "builtins.FloatingPointError",
+        "message": "loss diverged on rank 2 at step 40: 8.56e+35",
+        "hint": "Look at the values that led here.",
+        "worker": {"id": "w2", "rank": 2, "job_id": "01000000", "actor_class": "Trainer", "pid": 42},
+        "frames": [
+            {
+                "path": "/home/u/demo.py",
+                "line": 69,
+                "function": "step",
+                "locals": {"step": "40", "loss": "8.5e35"},
+            },
+            {"path": RAY, "line": 900, "function": "main_loop", "locals": {}},
+        ],
+    }
+    return CrashRecord.from_json(rec | over)
+
+
+def test_a_crash_case_names_rank_error_line_and_step():
+    case = crash_case(demo_crash())
+    assert case.id == "crash-20261206-010203-abcdef12" and case.kind == "crash"
+    head = "rank 2 raised FloatingPointError at demo.py:69 in step, step 40"
+    assert case.summary == f"{head}: loss diverged on rank 2 at step 40: 8.56e+35"
+    assert (
+        case.ranks == [2] and case.job_id == "01000000" and case.hint == "Look at the values that led here."
+    )
+    assert case.to_json()["evidence"] == {"crash": "20261206-010203-abcdef12", "step": 40}
+
+
+def test_the_step_comes_from_the_newest_step_event_when_no_frame_has_one():
+    rec = demo_crash(frames=[{"path": "/home/u/job.py", "line": 3, "function": "f", "locals": {}}])
+    rec.events = [{"name": "step", "fields": {"step": 7}}, {"name": "step", "fields": {"step": 8}}]
+    assert step_of(rec) == 8
+    rec.events = []
+    assert step_of(rec) is None and ", step" not in crash_case(rec).summary
+
+
+def test_a_hard_death_without_frames_or_rank_says_who_it_was():
+    rec = demo_crash(kind="worker_died", exc_type=None, message="SIGKILL", frames=[])
+    rec.worker = {"id": "w9", "pid": 99, "task": "prefetch_batch"}
+    case = crash_case(rec)
+    assert case.summary == "prefetch_batch (pid 99) died: worker_died: SIGKILL" and case.ranks == []
+
+
+def hang(behind: list[dict]) -> dict:
+    frames = [
+        {"path": TORCH, "line": 2801, "function": "all_reduce"},
+        {"path": "/home/u/train.py", "line": 88, "function": "train_step"},
+    ]
+    return {
+        "job_id": "02000000",
+        "ranks_text": "0-3",
+        "since": 1_800_000_000.0,
+        "samples": 3,
+        "behind": behind,
+        "text": "job 02000000 ...",
+        "stacks": {"groups": [{"job_id": "02000000", "ranks": [0, 1, 2], "count": 3, "frames": frames}]},
+    }
+
+
+def test_a_hang_case_names_the_rank_behind_and_where_the_others_wait():
+    why = "rank 3 last entered #118; ranks 0-2 wait in gloo:all_reduce #119"
+    case = hang_case(hang([{"rank": 3, "worker": "w3", "why": why}]), now=1_800_000_040.0)
+    assert case.kind == "hang" and case.ranks == [3] and case.job_id == "02000000"
+    assert case.summary == f"{why}; the others at train.py:88 in train_step for 40 s"
+    assert case.to_json()["evidence"]["stacks"]["groups"][0]["ranks"] == [0, 1, 2]
+
+
+def test_a_hang_without_a_rank_behind_says_where_everyone_stands():
+    case = hang_case(hang([]), now=1_800_000_012.0)
+    assert case.summary == "ranks 0-3 stood still at train.py:88 in train_step for 12 s"
+    assert case.ranks == [0, 1, 2] and "collective one rank never reached" in (case.hint or "")
+
+
+async def test_the_book_lists_newest_first_tells_the_stream_and_keeps_old_crashes(tmp_path):
+    store = CrashStore(tmp_path)
+    store.add(demo_crash(id="20261206-000000-00000001", time=100.0).to_store())
+    hub = EventHub()
+    book = CaseBook(hub, store, clock=lambda: 300.0)
+    assert [c["id"] for c in book.listing()] == ["crash-20261206-000000-00000001"]  # filed before it started
+    q = hub.subscribe()
+    hub.emit("crash-filed", demo_crash(id="20261206-000000-00000002", time=200.0))
+    hub.emit("hang-found", hang([]))
+    assert [c["kind"] for c in book.listing()] == ["hang", "crash", "crash"]
+    frames = [q.get_nowait(), q.get_nowait()]
+    assert all(f.startswith(b"event: case\n") for f in frames)
+    first = book.listing()[0]["id"]
+    assert book.get(first).evidence["samples"] == 3
+    with pytest.raises(NotFound, match="No case nope"):
+        book.get("nope")
+    await asyncio.sleep(0)
+
+
+def test_the_cli_prints_a_table_and_one_case_with_its_evidence():
+    case = crash_case(demo_crash()).to_json()
+    table = format_list([case])
+    assert "crash-20261206-010203-abcdef12" in table and "rank 2 raised FloatingPointError" in table
+    detail = format_detail(case)
+    assert (
+        "evidence: crash record 20261206-010203-abcdef12 (raysleuth crashes 20261206-010203-abcdef12)"
+        in detail
+    )
+    assert format_list([]).startswith("No cases")
