@@ -22,6 +22,7 @@ from aiohttp import web
 from raysleuth import __version__
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.cases.book import CaseBook
+from raysleuth.broker.cases.memory import MemoryWatch
 from raysleuth.broker.connect import (
     connect_ray,
     exposure_warning,
@@ -99,6 +100,7 @@ class Broker:
         self.crashes = CrashStore(state_dir)
         self.cases = CaseBook(hub, self.crashes)
         self.gpu = GpuHistory()
+        self.memory = MemoryWatch(self.gpu, hub)
         self.agents = Agents(HOLD_S)
         self.relays = RelayPool()
         self.table = WorkerTable(hub, self.crashes, self.gpu)
@@ -159,10 +161,13 @@ class Broker:
                 version = -1
                 continue
             version = res["version"]
-            for wid in self.gpu.add_reports(res["reports"]):
+            sampled = self.gpu.add_reports(res["reports"])
+            for wid in sampled:
                 row = self.gpu.row(wid)
                 self.hub.publish("gpu", dict(row, samples=row["samples"][-8:]))  # the newest only
             self.table.take_reports(res["reports"])
+            if sampled:
+                self.memory.check(sampled, {w.id: w for w in self.table.workers()})
 
     async def _watch_state(self) -> None:
         api = self.state_api

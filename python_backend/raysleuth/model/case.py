@@ -139,3 +139,48 @@ def hang_case(hang: dict, now: float) -> Case:
         evidence={"stacks": stacks, "since": hang.get("since"), "samples": hang.get("samples"),
                   "text": hang.get("text"), "ranks_text": rank_ranges(ranks) if ranks else None},
     )  # fmt: skip
+
+
+def _bytes(n) -> str:
+    n = float(n or 0)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit == "GiB" else f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def memory_case(worker: dict, samples: list[dict], reason: str, now: float) -> Case:
+    """A worker whose GPU memory grew across its newest samples (`growing`) or sits near its
+    device's total (`near_total`). `samples`: the GPU history's rows for the worker, oldest first."""
+    first, last = samples[0], samples[-1]
+    used = int(last.get("used_bytes") or 0)
+    if reason == "growing":
+        grew = used - int(first.get("used_bytes") or 0)
+        text = (
+            f"{who(worker)}: GPU memory grew {_bytes(grew)} over {len(samples)} samples "
+            f"({_bytes(first.get('used_bytes'))} → {_bytes(used)}), never falling"
+        )
+        hint = (
+            "Memory that only goes up is a leak or a cache that is never freed: the GPU chart shows "
+            "torch's allocated beside what the process holds; what is not PyTorch's is the CUDA "
+            "context, NCCL buffers or another library."
+        )
+    else:
+        total = int(last.get("total_bytes") or 0)
+        device = int(last.get("device_used_bytes") or used)
+        full = 100 * device // max(total, 1)
+        text = f"{who(worker)}: GPU {last.get('gpu')} is {full}% full ({_bytes(device)} of {_bytes(total)})"
+        hint = (
+            "The next allocation may fail with CUDA out of memory: see which processes hold the "
+            "device (the GPU chart of its node)."
+        )
+    not_torch = last.get("not_torch_bytes")
+    if isinstance(not_torch, int) and not_torch > 0:
+        text += f"; {_bytes(not_torch)} of it is not PyTorch's"
+    rank = worker.get("rank")
+    return Case(
+        id=f"memory-{uuid.uuid4().hex[:10]}", kind="memory", time=now, job_id=worker.get("job_id"),
+        ranks=[rank] if isinstance(rank, int) else [], summary=text[:MAX_SUMMARY], hint=hint,
+        evidence={"reason": reason, "worker": worker.get("id"), "samples": samples},
+    )  # fmt: skip

@@ -75,6 +75,7 @@ def _torch_memory(swallow) -> dict:
         return {
             "torch_allocated": int(torch.cuda.memory_allocated()),
             "torch_max_allocated": int(torch.cuda.max_memory_allocated()),
+            "torch_reserved": int(torch.cuda.memory_reserved()),
         }
     except Exception:  # noqa: BLE001 - torch's counters failed: the NVML sample goes without them
         if swallow is not None:

@@ -45,6 +45,11 @@ def test_gpu_memory_per_worker_over_time_with_peak_and_growing(client):
         assert grown["peak_bytes"] == 3 * GIB + 5 * 512 * MIB
         listed = client.get(f"/v1/workers/{wid}")["gpu_memory"]
         assert listed == {"used_bytes": used, "peak_bytes": used, "growing": True}
+        # The growth is a memory case naming the rank (issue 26): one, for this episode.
+        cases = [c for c in client.get("/v1/cases") if c["kind"] == "memory" and c["ranks"] == [400]]
+        assert len(cases) == 1 and "rank 400: GPU memory grew" in cases[0]["summary"], cases
+        evidence = client.get(f"/v1/cases/{cases[0]['id']}")["evidence"]
+        assert evidence["reason"] == "growing" and evidence["samples"][-1]["used_bytes"] == used
         ray.get(a.hold_more.remote(-2048), timeout=30)  # freed: not growing, the peak stays
         freed = wait_until(
             lambda: (r := row()) is not None and not r["growing"] and r,

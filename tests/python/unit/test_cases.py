@@ -127,3 +127,46 @@ def test_the_cli_prints_a_table_and_one_case_with_its_evidence():
         in detail
     )
     assert format_list([]).startswith("No cases")
+
+
+class RecordingHub:
+    def __init__(self):
+        self.emitted: list = []
+
+    def emit(self, topic, payload=None):
+        self.emitted.append((topic, payload))
+
+
+def gpu_sample(t: float, used_gib: float, total_gib: float = 80.0, **torch) -> dict:
+    gib = 1 << 30
+    gpu = {"gpu": 0, "uuid": "GPU-0", "used_bytes": int(used_gib * gib), "total_bytes": int(total_gib * gib)}
+    return {"t": t, "gpus": [dict(gpu, device_used_bytes=gpu["used_bytes"])], **torch}
+
+
+def test_a_worker_whose_gpu_memory_grows_is_one_memory_case_per_episode():
+    from raysleuth.broker.cases.memory import MemoryWatch
+    from raysleuth.broker.telemetry.gpu import GpuHistory
+    from raysleuth.model.worker import Worker
+
+    gib = 1 << 30
+    gpu, hub = GpuHistory(), RecordingHub()
+    watch = MemoryWatch(gpu, hub, clock=lambda: 500.0)
+    workers = {"w1": Worker("w1", pid=11, rank=1, job_id="03000000")}
+    for i in range(5):  # 3 GiB, then 0.5 GiB more at every step; torch reserves 1 GiB of it
+        gpu.add("w1", 1, gpu_sample(float(i), 3 + 0.5 * i, torch_allocated=gib // 2, torch_reserved=gib))
+        watch.check(["w1"], workers)
+    [(topic, case)] = hub.emitted
+    assert topic == "case" and case.kind == "memory" and case.ranks == [1] and case.job_id == "03000000"
+    grew = "rank 1: GPU memory grew 2.0 GiB over 5 samples (3.0 GiB → 5.0 GiB), never falling"
+    assert case.summary == f"{grew}; 4.0 GiB of it is not PyTorch's"
+    last = case.evidence["samples"][-1]
+    assert (last["torch_cached_free"], last["not_torch_bytes"]) == (gib // 2, 4 * gib)
+    gpu.add("w1", 1, gpu_sample(5.0, 5.5))
+    watch.check(["w1"], workers)
+    assert len(hub.emitted) == 1  # the same episode: not filed again
+    gpu.add("w1", 1, gpu_sample(6.0, 3.0))  # freed: the episode ends
+    watch.check(["w1"], workers)
+    gpu.add("w1", 1, gpu_sample(7.0, 78.0))  # a jump to 78 of 80 GiB: near the total
+    watch.check(["w1"], workers)
+    assert [c.evidence["reason"] for _, c in hub.emitted] == ["growing", "near_total"]
+    assert hub.emitted[-1][1].summary == "rank 1: GPU 0 is 97% full (78.0 GiB of 80.0 GiB)"

@@ -24,6 +24,22 @@ def _total(sample: dict) -> int:
     return sum(int(g.get("used_bytes") or 0) for g in sample.get("gpus") or [])
 
 
+def attribution(sample: dict, gpu: dict) -> dict:
+    """What of a process's GPU memory is PyTorch's (issue 26): torch allocated, torch reserved
+    but free (its caching allocator), and the rest of what NVML counts for the process (the CUDA
+    context, NCCL buffers, other libraries). None where torch's counters are not in the sample."""
+    reserved = sample.get("torch_reserved")
+    allocated = sample.get("torch_allocated")
+    used = gpu.get("used_bytes")
+    if not isinstance(reserved, int) or not isinstance(allocated, int) or not isinstance(used, int):
+        return {"torch_reserved": reserved, "torch_cached_free": None, "not_torch_bytes": None}
+    return {
+        "torch_reserved": reserved,
+        "torch_cached_free": max(0, reserved - allocated),
+        "not_torch_bytes": max(0, used - reserved),
+    }
+
+
 class GpuHistory:
     def __init__(self, keep: int = KEEP) -> None:
         self._keep = keep
@@ -83,6 +99,7 @@ class GpuHistory:
                         "total_bytes": g.get("total_bytes"),
                         "torch_allocated": s.get("torch_allocated"),
                         "torch_max_allocated": s.get("torch_max_allocated"),
+                        **attribution(s, g),
                     }
                 )
         return {
