@@ -76,6 +76,19 @@ def expression_values(exprs: list, frame) -> list[dict]:
     return out
 
 
+def step_value(frame, name: str):
+    """A watch's step local in the frame: an int where it is one, else its short repr, None if absent."""
+    value = frame.f_locals.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return (
+            int(value.item()) if hasattr(value, "item") else (None if value is None else bounded_repr(value))
+        )
+    except Exception:  # noqa: BLE001 - a local that will not say its number: its repr
+        return bounded_repr(value)
+
+
 class Hits:
     """Decides, per pass of an armed line, whether and how each point there fires.
 
@@ -139,7 +152,13 @@ class Hits:
                 t0 = time.perf_counter()
                 payload["values"] = expression_values(p.exprs, frame)
                 self._within_budget(p, frame, "snapshot expressions", t0)
-            payload["frames"] = capture_frames(frame)
+            watch = p.point.watch
+            if watch is None:
+                payload["frames"] = capture_frames(frame)
+            else:  # a divergence watch: lined up by pass (or by a local), no frames
+                payload["pass"] = p.hits
+                if watch.get("step"):
+                    payload["step"] = step_value(frame, watch["step"])
             agent.emit("snapshot", payload)
         else:
             p.fired += 1

@@ -23,6 +23,7 @@ from raysleuth import __version__
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.cases.book import CaseBook
 from raysleuth.broker.cases.memory import MemoryWatch
+from raysleuth.broker.cases.watches import WatchService
 from raysleuth.broker.connect import (
     connect_ray,
     exposure_warning,
@@ -107,6 +108,7 @@ class Broker:
         self.points = PointService(
             PointSet(state_dir), self.agents, hub, lambda: self.table.reports, self.table.live_ids
         )
+        self.watches = WatchService(self.points, hub, self.tasks, self._live_ranks)
         self.timeline = Timeline(hub)
         self.postmortem = PostMortem(self.crashes, self.timeline, self.table, self.relays, hub)
         self.inspect = Inspections(hub)
@@ -209,6 +211,14 @@ class Broker:
 
     # --- serving ----------------------------------------------------------------------------
 
+    def _live_ranks(self, job_id: str) -> set[int]:
+        """The ranks of a job's live workers with an agent (a watch compares a pass once all got there)."""
+        return {
+            w.rank
+            for w in self.table.workers()
+            if w.job_id == job_id and w.live and w.agent and w.rank is not None
+        }
+
     async def run(self, ready_out) -> None:
         self.ray_context = await asyncio.to_thread(connect_ray, self.address)
         self.state_api = api = StateApiClient(self.ray_context.dashboard_url)
@@ -242,6 +252,7 @@ class Broker:
             settings=self.allstop,
             inspections=self.inspect,
             cases=self.cases,
+            watches=self.watches,
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()

@@ -18,15 +18,17 @@ from aiohttp import web
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.cases.routes import add_routes as add_case_routes
 from raysleuth.broker.events import format_sse
+from raysleuth.broker.httpbody import body_of
 from raysleuth.broker.points.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.radar.stacks import StacksQuery
 from raysleuth.model.point import parse_owner
 from raysleuth.shared.errors import BadRequest, NotFound, SleuthError
-from raysleuth.shared.limits import HTTP_BODY_TIMEOUT_S, SSE_WRITE_TIMEOUT_S
+from raysleuth.shared.limits import SSE_WRITE_TIMEOUT_S
 from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
 
 if TYPE_CHECKING:
     from raysleuth.broker.cases.book import CaseBook
+    from raysleuth.broker.cases.watches import WatchService
     from raysleuth.broker.debug.allstop import AllStop
     from raysleuth.broker.events import EventHub
     from raysleuth.broker.points.inspect import Inspections
@@ -44,14 +46,6 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
 """Seconds between comment lines on an idle stream, so proxies and clients keep it open."""
-
-
-class TooLarge(BadRequest):
-    status = 413
-
-
-class SlowBody(BadRequest):
-    status = 408
 
 
 def _error(status: int, message: str, hint: str | None) -> web.Response:
@@ -86,6 +80,8 @@ class Services:
     #: raysleuth.inspect() rows of every rank, flagged.
     cases: CaseBook
     #: Every failure as a case (issue 26).
+    watches: WatchService
+    #: First-divergence watches (issue 26).
 
 
 def make_app(svc: Services) -> web.Application:
@@ -210,32 +206,6 @@ def make_app(svc: Services) -> web.Application:
         finally:
             svc.hub.unsubscribe(queue)
         return resp
-
-    async def body_of(request: web.Request) -> dict:
-        declared = request.content_length
-        if declared is not None and declared > request.app._client_max_size:
-            raise TooLarge(
-                f"The body is too large: {declared} bytes declared, at most {request.app._client_max_size}.",
-                "Send less: a file's breakpoints, one expression.",
-            )
-        try:
-            body = await asyncio.wait_for(request.json(), HTTP_BODY_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            raise SlowBody(
-                f"The body did not come within {HTTP_BODY_TIMEOUT_S:.0f} s.", "Send the whole body at once."
-            ) from None
-        except web.HTTPRequestEntityTooLarge as exc:  # found by the fuzz tests (#16): was "not JSON"
-            raise TooLarge(
-                f"The body is too large: {exc.text}",
-                "Send less: a file's breakpoints, one expression.",
-            ) from None
-        except Exception:  # noqa: BLE001 - any unparsable body is the client's error
-            raise BadRequest(
-                "The body is not JSON.", "Send a JSON object with Content-Type: application/json."
-            ) from None
-        if not isinstance(body, dict):
-            raise BadRequest("The body must be a JSON object.", 'Send {"...": ...}.')
-        return body
 
     def who(request: web.Request) -> str:
         return request.headers.get("User-Agent", "")[:60]

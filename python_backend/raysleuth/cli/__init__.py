@@ -79,6 +79,12 @@ def cmd_cases(args) -> int:
     return run_cases(_client(args), args.id, args.json)
 
 
+def cmd_watch(args) -> int:
+    from raysleuth.cli.watch import run_watch
+
+    return run_watch(_client(args), args)
+
+
 def cmd_events(args) -> int:
     from raysleuth.cli.events import run_events
 
@@ -177,6 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(cs)
     cs.set_defaults(fn=cmd_cases)
+
+    wa = sub.add_parser("watch", help="name the first pass where a rank's value diverges from the others")
+    wa.add_argument("location", help="FILE:LINE every rank passes")
+    wa.add_argument("expressions", nargs="*", help="expressions to compare across ranks: grad loss")
+    wa.add_argument("--ranks", help="only these ranks: 0-7")
+    wa.add_argument("--every", type=int, help="compare every N-th pass (default 1)")
+    wa.add_argument("--rtol", type=float, help="relative tolerance on norm/mean (default 1e-5)")
+    wa.add_argument("--step", help="line ranks up by this local (e.g. step) instead of pass counts")
+    wa.add_argument("--stop", action="store_true", help="stop the ranks at the line at the divergence")
+    client_opts(wa)
+    wa.set_defaults(fn=cmd_watch)
 
     ev = sub.add_parser("events", help="the cluster's timeline: raysleuth.event() of every rank, and crashes")
     ev.add_argument("--since", type=int, default=0, help="only events after this seq")

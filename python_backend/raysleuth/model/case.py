@@ -184,3 +184,35 @@ def memory_case(worker: dict, samples: list[dict], reason: str, now: float) -> C
         ranks=[rank] if isinstance(rank, int) else [], summary=text[:MAX_SUMMARY], hint=hint,
         evidence={"reason": reason, "worker": worker.get("id"), "samples": samples},
     )  # fmt: skip
+
+
+def divergence_case(watch: dict, found: dict, job_id: str | None, now: float) -> Case:
+    """The first pass of a watch where ranks differ (model/divergence.py's finding)."""
+    ranks = list(found.get("ranks") or [])
+    others = sorted(int(r) for r in (found.get("values") or {}) if int(r) not in ranks)
+    where = f"{os.path.basename(str(watch.get('path')))}:{watch.get('line')}"
+    when = f"pass {found.get('pass')}"
+    if found.get("step") is not None:
+        when += f" (step {found['step']})"
+    who_text = ("rank " if len(ranks) == 1 else "ranks ") + rank_ranges(ranks)
+    from_whom = rank_ranges(others) or "the others"
+    text = f"{who_text} diverged from {from_whom} at {when} at {where}: {found.get('entry')}"
+    if found.get("why"):
+        text += f" ({found['why']})"
+    last = found.get("last_agreed_pass")
+    text += f"; all agreed at {'pass ' + str(last) if last is not None else 'no earlier pass'}"
+    hint = (
+        "Open the comparison: the values per rank at the first pass that differs. The cause runs "
+        "between the last agreeing pass and this one on the ranks named; a watch with stop pauses "
+        "them at the line."
+    )
+    return Case(
+        id=f"divergence-{uuid.uuid4().hex[:10]}", kind="divergence", time=now, job_id=job_id, ranks=ranks,
+        summary=text[:MAX_SUMMARY], hint=hint,
+        evidence={
+            "watch": watch.get("id"), "expression": found.get("expression"), "entry": found.get("entry"),
+            "pass": found.get("pass"), "step": found.get("step"), "ranks": ranks,
+            "values": found.get("values"), "last_agreed_pass": last, "path": watch.get("path"),
+            "line": watch.get("line"),
+        },
+    )  # fmt: skip

@@ -60,6 +60,9 @@ class Point:
     expressions: list[str] | None = None
     #: Snapshot points: expressions evaluated in the frame, each recorded as a summary (tensors)
     #: or a short repr, compared across ranks (issue 14).
+    watch: dict | None = None
+    #: Divergence watches (issue 26): {"step": the local that numbers passes, or None}; the
+    #: agent then sends each pass's count (and that local) and no frames.
     hit: HitCondition | None = field(default=None, init=False, repr=False, compare=False)
     #: `hit_condition`, parsed.
 
@@ -112,6 +115,7 @@ class Point:
             "snapshot": self.snapshot,
             "created": self.created,
             "expressions": self.expressions,
+            "watch": self.watch,
         }
 
     @classmethod
@@ -133,6 +137,7 @@ class Point:
             snapshot=d.get("snapshot"),
             created=d.get("created"),
             expressions=d.get("expressions") or None,
+            watch=d.get("watch") if isinstance(d.get("watch"), dict) else None,
         )
 
     def replace(self, **changes) -> Point:
@@ -211,6 +216,31 @@ class Point:
             created=now,
             expressions=parse_expressions(body.get("expressions")),
         )
+
+
+def parse_watch(body: dict, wid: str, now: float) -> Point:
+    """`POST /v1/watches`'s body as the snapshot point that carries the watch: every pass (or
+    every `every`-th) of each rank in scope sends its expressions' summaries, without frames."""
+    if not isinstance(body, dict):
+        raise BadRequest(
+            "the body must be a JSON object", 'Send {"path": ..., "line": 12, "expressions": ["loss"]}.'
+        )
+    if not body.get("expressions"):
+        raise BadRequest("a watch needs 'expressions'", 'Send "expressions": ["grad"].')
+    every = body.get("every", 1)
+    if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= 1_000_000:
+        raise BadRequest(
+            f"'every' must be a whole number from 1, not {every!r}", 'Every 10th pass: "every": 10.'
+        )
+    step = body.get("step")
+    if step is not None and (not isinstance(step, str) or not step.isidentifier()):
+        raise BadRequest(
+            f"'step' must name a local variable, not {step!r}", 'Line ranks up by a local: "step": "step".'
+        )
+    snap = Point.parse_snapshot(
+        {k: body.get(k) for k in ("path", "line", "condition", "ranks", "expressions", "root")}, wid, now
+    )
+    return snap.replace(count=0, watch={"step": step}, hit_condition=f"%{every}" if every > 1 else None)
 
 
 MAX_EXPRESSIONS = 20

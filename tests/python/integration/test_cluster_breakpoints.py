@@ -57,6 +57,11 @@ def by_pid(client, pid):
     return next(w for w in client.workers() if w["pid"] == pid)
 
 
+def listed(client, pid):
+    """The worker of `pid` as listed now, or None (Ray's State API lists a new worker a moment late)."""
+    return next((w for w in client.workers() if w["pid"] == pid), None)
+
+
 def paused_pids(client, pids):
     return {w["pid"] for w in client.workers() if w["pid"] in pids and w["state"] == "paused"}
 
@@ -99,7 +104,7 @@ def test_first_rank_stops_rank_0_and_plain_tasks_not_the_other_ranks(client, ran
     try:
         call = helper.one.remote(1)
         plain = wait_until(
-            lambda: by_pid(client, helper_pid)["state"] == "paused" and by_pid(client, helper_pid), 30,
+            lambda: (w := listed(client, helper_pid)) is not None and w["state"] == "paused" and w, 30,
             message="the worker without a rank paused at the line",
         )  # fmt: skip
         assert plain["rank"] is None and plain["paused_at"]["line"] == LINE
@@ -110,7 +115,10 @@ def test_first_rank_stops_rank_0_and_plain_tasks_not_the_other_ranks(client, ran
     finally:  # a worker without a rank arms rank-scoped points too: gone before the next test
         client.post("/v1/continue", {})
         ray.kill(helper)
-        wait_until(lambda: by_pid(client, helper_pid)["state"] == "exited", 30, message="the helper gone")
+        wait_until(
+            lambda: (w := listed(client, helper_pid)) is None or w["state"] == "exited", 30,
+            message="the helper gone",
+        )  # fmt: skip
 
 
 def test_an_evaluate_that_never_ends_leaves_the_paused_worker_controllable(client, ranked):

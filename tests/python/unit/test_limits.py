@@ -125,7 +125,7 @@ async def raw_status(port: int, data: bytes) -> bytes:
 
 
 async def test_a_body_declared_huge_or_never_sent_is_answered_at_once_or_in_time(client, monkeypatch):
-    monkeypatch.setattr("raysleuth.broker.http_api.HTTP_BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("raysleuth.broker.httpbody.HTTP_BODY_TIMEOUT_S", 0.5)
     head = f"PUT /v1/breakpoints HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
     huge = (head + "Content-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n{").encode()
     assert b" 413 " in await raw_status(client.port, huge)

@@ -265,6 +265,12 @@ class PointService:
         await self.push()
         return snap
 
+    async def add_point(self, point: Point) -> None:
+        """A point made elsewhere (a divergence watch), held and published like a snapshot point."""
+        self.points.snapshots[point.id] = point
+        self.points.rows[point.id] = []
+        await self.push()
+
     async def remove_snapshot(self, sid: str) -> None:
         self.points.remove_snapshot(sid)
         await self.push()

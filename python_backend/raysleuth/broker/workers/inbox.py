@@ -50,7 +50,11 @@ class Inbox:
             row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
             if data.get("values"):
                 row["values"] = data["values"]
-            if self.points.add_row(data.get("id"), row):
+            if isinstance(data.get("pass"), int):  # a divergence watch's pass (issue 26)
+                row["pass"], row["step"] = data["pass"], data.get("step")
+                row["job_id"] = w.job_id if w else None
+                self.hub.emit("watch-row", (data.get("id"), row))
+            elif self.points.add_row(data.get("id"), row):
                 self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
         else:
             log.info("an agent sent an item of unknown kind %r", kind)
