@@ -73,10 +73,8 @@ def test_ranks_that_agree_file_no_case_and_with_stop_a_divergence_stops_the_rank
     )
     assert done["divergence"] is None and done["compared"] >= 6
     assert not [c for c in client.get("/v1/cases") if c["kind"] == "divergence" and wid in str(c)]
-    for a in actors:  # from here rank 3 drifts: the next pass differs, then the ranks stop at the line
-        ray.get(
-            a.__ray_call__.remote(lambda self: setattr(self, "drifter", 3) or setattr(self, "from_step", 0))
-        )
+    # From here rank 3 drifts: the next pass differs, then the ranks stop at the line.
+    ray.get([a.drift.remote(3, 0) for a in actors], timeout=30)
     refs = [a.step.remote(6) for a in actors]
     ray.get(refs, timeout=60)
     wait_until(lambda: client.get(f"/v1/watches/{wid}")["divergence"], 15, message="the divergence of rank 3")
