@@ -13,6 +13,7 @@ export const VIEW_CONTAINER_ID = "raySleuth";
 export const WORKERS_VIEW_ID = "raySleuth.workers";
 export const CRASHES_VIEW_ID = "raySleuth.crashes";
 export const STACKS_VIEW_ID = "raySleuth.stacks";
+export const CASES_VIEW_ID = "raySleuth.cases";
 
 export const Commands = {
   connect: "raySleuth.connect",
@@ -29,6 +30,9 @@ export const Commands = {
   evaluateAll: "raySleuth.evaluateAll",
   captureHere: "raySleuth.captureHere",
   inspectCrash: "raySleuth.inspectCrash",
+  openCase: "raySleuth.openCase",
+  watchDivergence: "raySleuth.watchDivergence",
+  refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",
   refreshStacks: "raySleuth.refreshStacks",

@@ -31,6 +31,7 @@ import { InspectService } from "./views/inspectPanel";
 import { GpuService } from "./views/gpuPanel";
 import { TimelineService } from "./views/timelinePanel";
 import { WalkthroughProgress } from "./views/walkthroughProgress";
+import { CasesService } from "./views/casesView";
 import { SleuthLanguageClient } from "./lsp/languageClient";
 
 
@@ -69,8 +70,16 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
   });
   state.onDidChange(() => state.status === "connected" && languageServer.brokerAvailable());
   const walkthrough = new WalkthroughProgress();
+  const cases = new CasesService(connection, {
+    inspectCrash: async (id) => {
+      await crashes.refresh();
+      return crashes.inspect(id);
+    },
+    showStacks: (job) => stacks.show(job ? { job } : {}),
+    showGpu: (id) => gpu.show({ kind: "worker", id }),
+  });
   return {
-    walkthrough, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
+    walkthrough, cases, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,
     workerLogs, allStop, remote, doctor, compare, inspect, gpu, timeline, languageServer,
   };

@@ -7,7 +7,7 @@ export * from "./stacksTypes";
 
 import type { PointJson, Worker } from "./wire";
 
-export type { ArmedOn, CrashFrame, CrashKind, CrashRecord, CrashSummary, CrashWorker, GpuMemory, PausedAt, PauseDeadline, PointJson, Worker, WorkerState } from "./wire";
+export type { ArmedOn, CaseKind, CaseSummary, CrashFrame, CrashKind, CrashRecord, CrashSummary, CrashWorker, GpuMemory, PausedAt, PauseDeadline, PointJson, Worker, WorkerState } from "./wire";
 
 /** One Ray worker process, as `GET /v1/workers` returns it (generated from the Python model). */
 export type WorkerInfo = Worker;

@@ -64,6 +64,7 @@ const PURE = [
   "views/tensorHtml",
   "views/gpuSeries",
   "views/timelineModel",
+  "views/caseModel",
   "views/perfettoTrace",
   "views/chartHtml",
   "webview/protocol",
@@ -100,6 +101,7 @@ const VIEWS = [
   "views/inspectPanel",
   "views/gpuPanel",
   "views/timelinePanel",
+  "views/casesView",
 ];
 
 describe("Extension rooms", () => {
