@@ -24,6 +24,8 @@ def query_path(args) -> str:
             params[key] = value
     if getattr(args, "native", False):
         params["native"] = "1"
+    if getattr(args, "tree", False):
+        params["tree"] = "1"
     return "/v1/stacks" + (f"?{urlencode(params)}" if params else "")
 
 
@@ -33,6 +35,18 @@ def format_result(result: dict) -> str:
     took = result.get("elapsed_ms")
     tail = f"{n} worker(s) in {took:.0f} ms" if isinstance(took, (int, float)) else f"{n} worker(s)"
     return f"{result.get('text') or ''}\n({tail})"
+
+
+def format_trees(result: dict) -> str:
+    """The parallel stack tree(s) of `?tree=1`: one per job, outermost frame first."""
+    from raysleuth.model.stacktree import format_tree
+
+    trees = result.get("tree")
+    trees = [trees] if isinstance(trees, dict) else trees or []
+    lines: list[str] = []
+    for t in trees:
+        lines += [f"job {t.get('job_id')}:" if t.get("job_id") else "job:", *format_tree(t, "  ")]
+    return "\n".join(lines) if lines else "No stacks."
 
 
 def format_hang(hang: dict) -> str:
@@ -48,7 +62,12 @@ def run_stacks(client, args, out=None) -> int:
         client.timeout = max(client.timeout, args.timeout + 5)  # the broker's deadline, then ours
     if args.watch is None:
         result = client.get(query_path(args))
-        print(json.dumps(result, indent=1) if args.json else format_result(result), file=out)
+        if args.json:
+            print(json.dumps(result, indent=1), file=out)
+        elif getattr(args, "tree", False):
+            print(format_trees(result), file=out)
+        else:
+            print(format_result(result), file=out)
         return 0
     return watch(client, args, out)
 

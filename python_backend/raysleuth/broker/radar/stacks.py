@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from raysleuth.broker.radar.hangwatch import HangWatch
 from raysleuth.model.scope import parse_ranks
 from raysleuth.model.stacks import find_behind, format_text, group_stacks
+from raysleuth.model.stacktree import stack_trees
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import BadRequest
 
@@ -52,6 +53,8 @@ class StacksQuery:
     #: Read with `py-spy dump --native` first (C frames too), the agent only where it fails.
     timeout: float = DEFAULT_TIMEOUT_S
     #: Seconds for the whole request.
+    tree: bool = False
+    #: Add `tree`: the parallel stack tree (one root for a job, else one per job; issue 27).
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> StacksQuery:
@@ -61,12 +64,18 @@ class StacksQuery:
         native = str(params.get("native", "0")).strip().lower()
         if native not in ("0", "1", "true", "false", ""):
             raise BadRequest(f"'native' must be 0 or 1, not {native!r}", "Pass ?native=1 for C frames too.")
+        tree = str(params.get("tree", "0")).strip().lower()
+        if tree not in ("0", "1", "true", "false", ""):
+            raise BadRequest(
+                f"'tree' must be 0 or 1, not {tree!r}", "Pass ?tree=1 for the parallel stack tree."
+            )
         return cls(
             job=params.get("job") or None,
             ranks=parse_ranks(ranks) if ranks else None,
             workers=split_ids(workers) if workers else None,
             native=native in ("1", "true"),
             timeout=parse_timeout(params.get("timeout")),
+            tree=tree in ("1", "true"),
         )
 
 
@@ -187,6 +196,9 @@ class StacksService:
             "behind": find_behind(rows, groups, collectives),
         }
         result["text"] = format_text(result)
+        if q.tree:
+            trees = stack_trees(rows)
+            result["tree"] = (trees[0] if trees else None) if q.job else trees
         result["elapsed_ms"] = (time.perf_counter() - t0) * 1e3
         return result
 
