@@ -83,6 +83,8 @@ def _read() -> list[dict] | None:
                 "seq": seq,
                 "op": op if known_seq == seq else "?",
                 "state": _state(status[name], seq),
+                "started": int(status[name].get("last_started_collective", -1)),
+                "completed": int(status[name].get("last_completed_collective", -1)),
             }
         )
     return out

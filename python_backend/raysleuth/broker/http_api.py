@@ -22,6 +22,7 @@ from raysleuth.broker.httpbody import body_of
 from raysleuth.broker.points.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.radar.stacks import StacksQuery
 from raysleuth.model.point import parse_owner
+from raysleuth.model.stacks import collectives_queue
 from raysleuth.shared.errors import BadRequest, NotFound, SleuthError
 from raysleuth.shared.limits import SSE_WRITE_TIMEOUT_S
 from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
@@ -284,6 +285,11 @@ def make_app(svc: Services) -> web.Application:
     async def get_stacks(request: web.Request) -> web.Response:
         return web.json_response(await svc.stacks.take(StacksQuery.from_params(request.query)))
 
+    async def get_collectives(request: web.Request) -> web.Response:
+        job = request.query.get("job") or None
+        taken = await svc.stacks.take(StacksQuery(job=job))
+        return web.json_response(collectives_queue(taken["collectives"], taken["workers"], taken["behind"]))
+
     async def get_stacks_watch(request: web.Request) -> web.Response:
         return web.json_response(svc.stacks.status())
 
@@ -297,6 +303,7 @@ def make_app(svc: Services) -> web.Application:
     app = web.Application(middlewares=[errors_and_auth])
     app.router.add_get("/v1/stacks", get_stacks)
     app.router.add_get("/v1/stacks/watch", get_stacks_watch)
+    app.router.add_get("/v1/collectives", get_collectives)
     app.router.add_put("/v1/stacks/watch", put_stacks_watch)
     app.router.add_delete("/v1/stacks/watch", delete_stacks_watch)
     app.router.add_get("/v1/gpu", get_gpu)

@@ -79,6 +79,12 @@ def cmd_cases(args) -> int:
     return run_cases(_client(args), args.id, args.json)
 
 
+def cmd_collectives(args) -> int:
+    from raysleuth.cli.collectives import run_collectives
+
+    return run_collectives(_client(args), args.job, args.json)
+
+
 def cmd_watch(args) -> int:
     from raysleuth.cli.watch import run_watch
 
@@ -183,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(cs)
     cs.set_defaults(fn=cmd_cases)
+
+    co = sub.add_parser("collectives", help="each rank's last collective per process group; who is behind")
+    co.add_argument("--job", help="only this job (an id or a prefix)")
+    co.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(co)
+    co.set_defaults(fn=cmd_collectives)
 
     wa = sub.add_parser("watch", help="name the first pass where a rank's value diverges from the others")
     wa.add_argument("location", help="FILE:LINE every rank passes")

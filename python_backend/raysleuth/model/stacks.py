@@ -301,3 +301,30 @@ def format_text(result: dict) -> str:
     if not workers:
         lines.append("no workers selected")
     return "\n".join(lines)
+
+
+def collectives_queue(collectives: list[dict], workers: list[dict], behind: list[dict]) -> list[dict]:
+    """The collectives queue (issue 27), the Ray stand-in for MPI message queues: per process
+    group and rank, the last collective enqueued, started and completed (flight recorder sequence
+    numbers), its op, and whether that rank is the one behind. By group, then rank."""
+    ranks = {w.get("worker"): w.get("rank") for w in workers}
+    late = {b.get("worker") for b in behind}
+    rows = []
+    for c in collectives:
+        wid = c.get("worker")
+        rows.append(
+            {
+                "group": c.get("group"),
+                "rank": ranks.get(wid) if ranks.get(wid) is not None else c.get("rank"),
+                "group_rank": c.get("rank"),
+                "worker": wid,
+                "last_enqueued": c.get("seq"),
+                "last_started": c.get("started"),
+                "last_completed": c.get("completed"),
+                "op": _op_name(c.get("op")),
+                "state": c.get("state"),
+                "behind": wid in late,
+            }
+        )
+    rows.sort(key=lambda r: (str(r["group"]), r["rank"] if isinstance(r["rank"], int) else 1 << 30))
+    return rows

@@ -71,3 +71,50 @@ def test_a_thousand_workers_merge_into_two_branches_with_every_worker_counted():
     tree = job_tree(rows, "01")
     assert len(tree["workers"]) == 1000 and tree["branch"]
     assert [len(c["workers"]) for c in tree["children"]] == [989, 11]
+
+
+def test_the_collectives_queue_marks_the_rank_behind():
+    from raysleuth.cli.collectives import format_queue
+    from raysleuth.model.stacks import collectives_queue
+
+    workers = [{"worker": f"w{r}", "rank": r} for r in range(3)]
+    coll = [
+        {
+            "worker": "w0",
+            "group": "0",
+            "rank": 0,
+            "seq": 8,
+            "started": 8,
+            "completed": 7,
+            "op": "gloo:all_reduce",
+            "state": "started",
+        },
+        {
+            "worker": "w2",
+            "group": "0",
+            "rank": 2,
+            "seq": 7,
+            "started": 7,
+            "completed": 7,
+            "op": "?",
+            "state": "completed",
+        },
+        {
+            "worker": "w1",
+            "group": "0",
+            "rank": 1,
+            "seq": 8,
+            "started": 8,
+            "completed": 7,
+            "op": "gloo:all_reduce",
+            "state": "started",
+        },
+    ]
+    rows = collectives_queue(coll, workers, [{"worker": "w2", "rank": 2, "why": "..."}])
+    assert [(r["rank"], r["last_enqueued"], r["last_completed"], r["behind"]) for r in rows] == [
+        (0, 8, 7, False), (1, 8, 7, False), (2, 7, 7, True),
+    ]  # fmt: skip
+    assert rows[2]["op"] == "collective"
+    text = format_queue(rows).splitlines()
+    assert text[0].split() == ["GROUP", "RANK", "ENQUEUED", "STARTED", "COMPLETED", "OP"]
+    assert text[3].endswith("<- behind") and text[3].split()[:2] == ["0", "2"]
