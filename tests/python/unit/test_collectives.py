@@ -24,6 +24,11 @@ needs_torch = pytest.mark.skipif(
 )
 
 
+def core(entry: dict) -> dict:
+    """An entry without the queue's started/completed numbers (checked on their own)."""
+    return {k: v for k, v in entry.items() if k not in ("started", "completed")}
+
+
 def child_env(**extra) -> dict:
     env = dict(os.environ, PYTHONPATH=str(BACKEND), **extra)
     env.pop("RAYSLEUTH", None)
@@ -78,6 +83,11 @@ def test_three_ranks_one_collective_behind_each_report_their_place(tmp_path):
             if p.poll() is None:
                 p.kill()
     op = "gloo:all_reduce"
+    # The queue's numbers (issue 27): rank 0 enqueued #3, completed #2 (gloo records no start).
+    assert (waiting[0][0]["completed"], waiting[0][0]["started"]) == (2, -1)
+    assert [e["completed"] for e in waiting[2]] == [2, 1]
+    waiting = [[core(e) for e in fr] for fr in waiting]
+    done = [[core(e) for e in fr] for fr in done]
     assert waiting[0] == [{"group": "0", "rank": 0, "seq": 3, "op": op, "state": "scheduled"}]
     assert waiting[1] == [
         {"group": "0", "rank": 1, "seq": 3, "op": op, "state": "scheduled"},
@@ -144,6 +154,8 @@ def test_a_recorder_turned_off_tells_nothing_and_a_broken_torch_never_raises(tmp
     assert first is None and broken is None
     (tmp_path / "on").mkdir()
     first, broken = run_solo(tmp_path / "on", TORCH_FR_BUFFER_SIZE="10")
+    assert first[0]["completed"] == 2
+    first = [core(e) for e in first]
     assert [dict(e, op=None) for e in first] == [
         {"group": "0", "rank": 0, "seq": 2, "op": None, "state": "completed"}
     ]
