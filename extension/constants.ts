@@ -32,6 +32,7 @@ export const Commands = {
   inspectCrash: "raySleuth.inspectCrash",
   openCase: "raySleuth.openCase",
   watchDivergence: "raySleuth.watchDivergence",
+  compareAcrossPausedRanks: "raySleuth.compareAcrossPausedRanks",
   refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",

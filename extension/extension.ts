@@ -47,6 +47,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.pauseRank, (ranks) => control.pauseRanks(Array.isArray(ranks) ? (ranks as number[]) : undefined)),
     registerCommand(Commands.stepGroup, () => sessions.stepChildren("next").catch((e: unknown) => showWarningMessage(`Ray Sleuth: ${e instanceof Error ? e.message : String(e)}`))),
     registerCommand(Commands.evaluateAll, () => evaluate.command()),
+    registerCommand(Commands.compareAcrossPausedRanks, (arg) => evaluate.compareVariable(arg)),
     registerCommand(Commands.captureHere, () => snapshots.command()),
     registerCommand(Commands.inspectCrash, (target) => crashes.inspect(target)),
     registerCommand(Commands.openCase, (target) => services.cases.open(target)),

@@ -36,6 +36,20 @@ export class EvaluateService implements vscode.Disposable {
     return rows;
   }
 
+  /**
+   * raySleuth.compareAcrossPausedRanks (issue 27): a variable of the Variables or Watch pane (its
+   * evaluateName, else its name), or an expression, evaluated on every paused rank at once: a
+   * rank × value table, tensor-aware, the ranks that differ marked. No new snapshot point.
+   */
+  async compareVariable(arg: unknown): Promise<EvaluateRow[] | undefined> {
+    const v = (arg as { variable?: { evaluateName?: string; name?: string }; expression?: string } | undefined) ?? {};
+    const expression = (typeof arg === "string" ? arg : (v.variable?.evaluateName ?? v.expression ?? v.variable?.name ?? "")).trim();
+    if (!expression) {
+      return this.command();
+    }
+    return this.evaluate(expression);
+  }
+
   /** The command: ask for the expression (the selection by default). */
   async command(): Promise<EvaluateRow[] | undefined> {
     const editor = vscode.window.activeTextEditor;
