@@ -37,6 +37,7 @@ from raysleuth.broker.debug.dap_front import DapFrontDoor
 from raysleuth.broker.debug.leases import LinkLeases
 from raysleuth.broker.debug.relays import RelayPool
 from raysleuth.broker.events import EventHub
+from raysleuth.broker.groups.book import GroupBook
 from raysleuth.broker.http_api import Services, make_app
 from raysleuth.broker.oneport import Gate, serve_one_port
 from raysleuth.broker.points.inspect import Inspections
@@ -114,7 +115,8 @@ class Broker:
         self.inspect = Inspections(hub)
         self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub, self.inspect)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
-        self.control = Control(self.table, self.agents, self.leases)
+        self.groups = GroupBook(state_dir, self.table.workers)
+        self.control = Control(self.table, self.agents, self.leases, self.groups)
         self.allstop = AllStop(self.table, self.control, hub, self.tasks)
         self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
@@ -253,6 +255,7 @@ class Broker:
             inspections=self.inspect,
             cases=self.cases,
             watches=self.watches,
+            groups=self.groups,
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()

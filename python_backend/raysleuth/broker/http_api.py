@@ -18,6 +18,7 @@ from aiohttp import web
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.cases.routes import add_routes as add_case_routes
 from raysleuth.broker.events import format_sse
+from raysleuth.broker.groups.routes import add_routes as add_group_routes
 from raysleuth.broker.httpbody import body_of
 from raysleuth.broker.points.inspect import flag_snapshot_rows, rtol_of
 from raysleuth.broker.radar.stacks import StacksQuery
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from raysleuth.broker.cases.watches import WatchService
     from raysleuth.broker.debug.allstop import AllStop
     from raysleuth.broker.events import EventHub
+    from raysleuth.broker.groups.book import GroupBook
     from raysleuth.broker.points.inspect import Inspections
     from raysleuth.broker.points.service import PointService
     from raysleuth.broker.postmortem.crashes import CrashStore
@@ -83,6 +85,8 @@ class Services:
     #: Every failure as a case (issue 26).
     watches: WatchService
     #: First-divergence watches (issue 26).
+    groups: GroupBook
+    #: Rank groups (issue 27).
 
 
 def make_app(svc: Services) -> web.Application:
@@ -332,4 +336,5 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/status", get_status)
     app.router.add_get("/v1/stream", stream)
     add_case_routes(app, svc)
+    add_group_routes(app, svc)
     return app

@@ -114,7 +114,10 @@ async def test_a_continue_or_pause_naming_something_else_is_refused_and_touches_
     for call, route in ((control.pause, "POST /v1/pause"), (control.continue_paused, "POST /v1/continue")):
         with pytest.raises(BadRequest) as err:
             await call({"a": {"a": {}}, "ranks": [0, 1]})
-        assert err.value.message == f"{route} takes only 'ranks' and 'workers', not 'a'" and err.value.hint
+        assert (
+            err.value.message == f"{route} takes only 'ranks', 'workers' and 'group', not 'a'"
+            and err.value.hint
+        )
     assert leases.get("w1") is None and agents.commands == []
 
 

@@ -233,6 +233,15 @@ class WorkerLink:
         if self.lease is not None:
             self.lease.forward_event(msg)
 
+    async def step(self, kind: str, thread_id, timeout: float) -> bool:
+        """Step the thread that stopped (`next`, `stepIn`, `stepOut`); whether it stops again
+        within `timeout` s (a rank inside a collective waiting for another does not)."""
+        self.stopped.pop(thread_id, None)
+        if not self.stopped:
+            self._stop_seen.clear()
+        await self.request(kind, {"threadId": thread_id})
+        return await self.wait_stopped(timeout)
+
     async def wait_stopped(self, timeout: float) -> bool:
         """Whether a thread of the worker is (or within `timeout` s gets) stopped."""
         try:

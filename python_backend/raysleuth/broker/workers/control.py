@@ -27,21 +27,28 @@ PENDING_REASON = (
 )
 
 
+STEP_KINDS = ("next", "stepIn", "stepOut")
+STEP_WAIT_S = 5.0
+"""How long a group step waits for each rank to stop again before naming it as still running."""
+
+
 class Control:
-    def __init__(self, table, agents, leases) -> None:
+    def __init__(self, table, agents, leases, groups=None) -> None:
         self.table = table
         self.agents = agents
         self.leases = leases
+        self.groups = groups
+        """The rank groups (broker/groups/book.py): a `group` selector names one."""
 
     @staticmethod
     def only_selectors(body: dict, route: str) -> dict:
         """A continue or pause takes nothing but its selectors: a body naming something else is a
         mistake (found by the fuzz tests: `{"a": ...}` paused every worker in the cluster)."""
-        unknown = sorted(str(k) for k in body if k not in ("ranks", "workers"))
+        unknown = sorted(str(k) for k in body if k not in ("ranks", "workers", "group"))
         if unknown:
             raise BadRequest(
-                f"{route} takes only 'ranks' and 'workers', not {', '.join(map(repr, unknown[:5]))}",
-                'Send {} for every worker, or {"ranks": [0, 3]} or {"workers": ["3f2a..."]}.',
+                f"{route} takes only 'ranks', 'workers' and 'group', not {', '.join(map(repr, unknown[:5]))}",
+                'Send {} for every worker, {"ranks": [0, 3]}, {"workers": ["3f2a..."]} or {"group": "g"}.',
             )
         return body
 
@@ -49,6 +56,12 @@ class Control:
         """Live workers in `states`, narrowed by `ranks` and/or `workers` (ids or id prefixes)."""
         ranks = body.get("ranks")
         ids = body.get("workers")
+        group = body.get("group")
+        if group is not None:
+            if not isinstance(group, str) or self.groups is None:
+                raise BadRequest(f"'group' must name a group, not {group!r}", 'Send "group": "stragglers".')
+            members = self.groups.member_ids(group)
+            ids = members if ids is None else [m for m in members if any(m.startswith(str(x)) for x in ids)]
         if ranks is not None and (
             not isinstance(ranks, list)
             or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks)
@@ -154,6 +167,51 @@ class Control:
 
         targets = self.select(self.only_selectors(body, "POST /v1/pause"), ("running", "idle"))
         await asyncio.gather(*(one(w) for w in targets))
+        return res
+
+    async def step(self, body: dict) -> dict:
+        """`POST /v1/step {kind?, timeout?, ranks? | workers? | group?}`: step every selected paused
+        rank on the thread it stopped on, at once; `stepped` ranks stopped again within `timeout`
+        s (where: `paused_at`), `running` ones did not (typically inside a collective waiting for
+        a rank outside the selection), `skipped` ones had no debugger link holding them."""
+        if not isinstance(body, dict):
+            raise BadRequest(
+                "the body must be a JSON object", 'Send {"group": "stragglers", "kind": "next"}.'
+            )
+        kind = body.get("kind", "next")
+        if kind not in STEP_KINDS:
+            raise BadRequest(
+                f"'kind' must be one of {', '.join(STEP_KINDS)}, not {kind!r}", 'Send "kind": "next".'
+            )
+        wait = body.get("timeout", STEP_WAIT_S)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0.1 <= wait <= 60:
+            raise BadRequest(f"'timeout' must be 0.1 to 60 seconds, not {wait!r}", 'Send "timeout": 5.')
+        sel = self.only_selectors(
+            {k: v for k, v in body.items() if k not in ("kind", "timeout")}, "POST /v1/step"
+        )
+        res: dict = {"stepped": [], "running": [], "skipped": []}
+
+        async def one(w: Worker) -> None:
+            who = {"worker": w.id, "rank": w.rank}
+            link = self.leases.get(w.id)
+            if link is None or not link.stopped:
+                res["skipped"].append(
+                    dict(who, reason="no debugger link holds it stopped: attach to it, then step")
+                )
+                return
+            tid = next(iter(link.stopped))
+            try:
+                if await link.step(kind, tid, float(wait)):
+                    res["stepped"].append(dict(who, paused_at=link.paused_at))
+                else:
+                    why = f"did not stop again within {wait:g} s: it runs, or waits for a rank not stepped"
+                    res["running"].append(dict(who, reason=why))
+            except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
+                res["skipped"].append(dict(who, reason=f"{type(exc).__name__}: {exc}"))
+
+        await asyncio.gather(*(one(w) for w in self.select(sel, ("paused",))))
+        for k in res:
+            res[k].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
         return res
 
     async def cancel_pending_pauses(self, body: dict) -> list[str]:

@@ -1,0 +1,1 @@
+"""Rank groups: named sets of workers to pause, continue and step together; and their routes."""

@@ -1,0 +1,79 @@
+"""The broker's rank groups (issue 27): the user's, kept in `<state-dir>/groups.json` (0600) so
+they survive a broker restart, and the built-in `all` and `job-<id>`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from raysleuth.model.groups import builtin_groups, check_name, members, parse_group
+from raysleuth.model.worker import Worker
+from raysleuth.shared.errors import NotFound
+from raysleuth.shared.privfiles import write_private
+
+log = logging.getLogger(__name__)
+
+MAX_GROUPS = 256
+
+
+class GroupBook:
+    def __init__(self, state_dir: Path | None, workers: Callable[[], list[Worker]]) -> None:
+        self._file = state_dir / "groups.json" if state_dir is not None else None
+        self._workers = workers
+        self._groups: dict[str, dict] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if self._file is None or not self._file.exists():
+            return
+        try:
+            for g in json.loads(self._file.read_text()).get("groups") or []:
+                self._groups[g["name"]] = parse_group(
+                    g["name"], {k: g.get(k) for k in ("ranks", "workers", "expression", "job_id")}
+                )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable %s: %s", self._file, exc)
+
+    def _save(self) -> None:
+        if self._file is not None:
+            write_private(self._file, json.dumps({"groups": list(self._groups.values())}, indent=1))
+
+    def all(self) -> list[dict]:
+        workers = self._workers()
+        return [self._listed(g, workers) for g in builtin_groups(workers) + list(self._groups.values())]
+
+    def _listed(self, g: dict, workers: list[Worker]) -> dict:
+        live = members(g, workers)
+        ranks = sorted({w.rank for w in live if w.rank is not None})
+        return {"name": g["name"], "ranks": ranks, "workers": [w.id for w in live], "job_id": g.get("job_id"),
+                "expression": g.get("expression")}  # fmt: skip
+
+    def get(self, name: str) -> dict:
+        for g in builtin_groups(self._workers()) + list(self._groups.values()):
+            if g["name"] == name:
+                return g
+        raise NotFound(f"No group {name!r}.", "List them: GET /v1/groups; make one: PUT /v1/groups/{name}.")
+
+    def put(self, name: str, body: dict) -> dict:
+        group = parse_group(name, body)
+        if name not in self._groups and len(self._groups) >= MAX_GROUPS:
+            from raysleuth.shared.errors import BadRequest
+
+            raise BadRequest(
+                f"at most {MAX_GROUPS} groups", "DELETE /v1/groups/{name} one you no longer use."
+            )
+        self._groups[name] = group
+        self._save()
+        return self._listed(group, self._workers())
+
+    def delete(self, name: str) -> None:
+        check_name(name)
+        if self._groups.pop(name, None) is None:
+            raise NotFound(f"No group {name!r}.", "List them: GET /v1/groups.")
+        self._save()
+
+    def member_ids(self, name: str) -> list[str]:
+        """The ids of the group's live workers now (a selector for continue, pause and step)."""
+        return [w.id for w in members(self.get(name), self._workers())]
