@@ -48,12 +48,17 @@ for need in extension/package.json extension/dist/extension.js extension/extensi
 done
 # The language client (vscode-languageclient) runs from inside the bundle: nothing may require it
 # from node_modules, which the .vsix leaves out (so it works without any other extension).
-if unzip -p "$VSIX" extension/dist/extension.js | grep -qE 'require\("(vscode-languageclient|vscode-languageserver-protocol|vscode-jsonrpc)'; then
+# (Read from a file, not a pipe: `unzip | grep -q` fails under pipefail when grep stops early.)
+bundle="$(mktemp)"
+unzip -p "$VSIX" extension/dist/extension.js >"$bundle"
+if grep -qE 'require\("(vscode-languageclient|vscode-languageserver-protocol|vscode-jsonrpc)' "$bundle"; then
   echo "[package] $VSIX: dist/extension.js requires the language client instead of bundling it" >&2
+  rm -f "$bundle"
   exit 1
 fi
-unzip -p "$VSIX" extension/dist/extension.js | grep -q 'raySleuth/editorBreakpoints' \
-  || { echo "[package] $VSIX: dist/extension.js has no language client (extension/lsp)" >&2; exit 1; }
+grep -q 'raySleuth/editorBreakpoints' "$bundle" \
+  || { echo "[package] $VSIX: dist/extension.js has no language client (extension/lsp)" >&2; rm -f "$bundle"; exit 1; }
+rm -f "$bundle"
 if grep -q "node_modules/" <<<"$listing"; then
   echo "[package] $VSIX holds node_modules: check .vscodeignore" >&2
   exit 1
