@@ -38,7 +38,7 @@ class Stepper:
 
         raysleuth.set_rank(rank, world_size=4)
         self.rank = rank
-        self.grad = np.ones(N, dtype=np.float32)
+        self.grad = np.random.default_rng(0).standard_normal(N, dtype=np.float32)  # the same on every rank
         self.weights = np.zeros(N, dtype=np.float32)
         self.drift_at = -1
 
