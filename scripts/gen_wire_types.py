@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python_backend"))
 
-from raysleuth.model import crash, wire, worker  # noqa: E402
+from raysleuth.model import case, crash, wire, worker  # noqa: E402
 
 OUT = ROOT / "extension" / "broker" / "wire.ts"
 HEADER = (
@@ -40,7 +40,7 @@ OBJECTS: list[tuple[str, type, tuple[str, ...] | None]] = [
     ("CrashRecord", crash.CrashRecord, crash.CrashRecord.DETAIL),
     ("ArmedOn", wire.ArmedOn, None),
     ("PointJson", wire.PointJson, None),
-    ("CaseSummary", wire.CaseSummary, None),
+    ("CaseSummary", case.Case, case.Case.LISTED),
 ]
 """(TypeScript name, Python class, the fields the wire carries: None for all of them)."""
 

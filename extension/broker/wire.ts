@@ -203,8 +203,8 @@ export interface PointJson {
   expressions?: string[] | null;
 }
 
-/** One row of `GET /v1/cases` (newest first): a failure, named by rank, step and line. */
 export interface CaseSummary {
+  /** `<kind>-<id of its evidence or a random hex>`. */
   id: string;
   kind: CaseKind;
   /** When it happened (seconds since the epoch). */
@@ -212,7 +212,7 @@ export interface CaseSummary {
   job_id: string | null;
   /** The ranks it is about (for a divergence, those that differ). */
   ranks: number[];
-  /** One line: who, what, where and when. */
+  /** One line: who, what, where, when: "rank 2 raised FloatingPointError at demo.py:69 in step, step 40". */
   summary: string;
   /** What to look at first. */
   hint: string | null;

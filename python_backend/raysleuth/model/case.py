@@ -12,7 +12,7 @@ from typing import get_args
 
 from raysleuth.model.crash import CrashRecord
 from raysleuth.model.stacks import is_library, rank_ranges
-from raysleuth.model.wire import CaseKind, CaseSummary
+from raysleuth.model.wire import CaseKind
 
 KINDS: tuple[CaseKind, ...] = get_args(CaseKind)
 MAX_SUMMARY = 300
@@ -36,11 +36,11 @@ class Case:
     #: Per kind: {crash} (the record's id); the stacks body; {expression, pass, step, ranks, values,
     #: last_agreed_pass}; the memory samples.
 
-    def listing(self) -> CaseSummary:
-        return CaseSummary(
-            id=self.id, kind=self.kind, time=self.time, job_id=self.job_id, ranks=self.ranks,
-            summary=self.summary, hint=self.hint,
-        )  # fmt: skip
+    LISTED = ("id", "kind", "time", "job_id", "ranks", "summary", "hint")
+    """The fields of a row of `GET /v1/cases` (all but the evidence)."""
+
+    def listing(self) -> dict:
+        return {k: getattr(self, k) for k in self.LISTED}
 
     def to_json(self) -> dict:
         return dict(self.listing(), evidence=self.evidence)

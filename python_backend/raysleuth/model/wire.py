@@ -127,18 +127,3 @@ class CrashSummary(TypedDict):
     #: While the crashed worker is held for an attach: when it is let go.
     held_until: float | None
 
-
-class CaseSummary(TypedDict):
-    """One row of `GET /v1/cases` (newest first): a failure, named by rank, step and line."""
-
-    id: str
-    kind: CaseKind
-    #: When it happened (seconds since the epoch).
-    time: float
-    job_id: str | None
-    #: The ranks it is about (for a divergence, those that differ).
-    ranks: list[int]
-    #: One line: who, what, where and when.
-    summary: str
-    #: What to look at first.
-    hint: str | None

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from raysleuth.model.case import Case, crash_case, hang_case
-from raysleuth.model.wire import CaseSummary
 from raysleuth.shared.errors import NotFound
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ class CaseBook:
         self.hub.publish("case", case.listing())
         return case
 
-    def listing(self) -> list[CaseSummary]:
+    def listing(self) -> list[dict]:
         return [c.listing() for c in sorted(self._cases.values(), key=lambda c: c.time, reverse=True)]
 
     def get(self, case_id: str) -> Case:
