@@ -14,6 +14,7 @@ export const WORKERS_VIEW_ID = "raySleuth.workers";
 export const CRASHES_VIEW_ID = "raySleuth.crashes";
 export const STACKS_VIEW_ID = "raySleuth.stacks";
 export const CASES_VIEW_ID = "raySleuth.cases";
+export const PARALLEL_STACKS_VIEW_ID = "raySleuth.parallelStacks";
 
 export const Commands = {
   connect: "raySleuth.connect",
@@ -33,6 +34,10 @@ export const Commands = {
   openCase: "raySleuth.openCase",
   watchDivergence: "raySleuth.watchDivergence",
   compareAcrossPausedRanks: "raySleuth.compareAcrossPausedRanks",
+  showParallelStacks: "raySleuth.showParallelStacks",
+  makeRankGroup: "raySleuth.makeRankGroup",
+  continueGroup: "raySleuth.continueGroup",
+  pauseGroup: "raySleuth.pauseGroup",
   refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",

@@ -11,6 +11,7 @@ import { RemoteConnectArgs } from "./broker/remoteConnect";
 import type { BrokerClient } from "./broker/brokerClient";
 import type { SleuthLanguageClient } from "./lsp/languageClient";
 import { buildServices, disposables, Services } from "./services";
+import type { ParallelItem } from "./views/parallelTree";
 
 /** What activate() returns: the services, for the extension tests, and nothing else. */
 export type RaySleuthApi = Services & {
@@ -51,6 +52,10 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.captureHere, () => snapshots.command()),
     registerCommand(Commands.inspectCrash, (target) => crashes.inspect(target)),
     registerCommand(Commands.openCase, (target) => services.cases.open(target)),
+    registerCommand(Commands.showParallelStacks, () => services.parallelStacks.refresh()),
+    registerCommand(Commands.makeRankGroup, (item) => services.parallelStacks.makeGroup(item as ParallelItem | undefined)),
+    registerCommand(Commands.continueGroup, (item) => services.parallelStacks.actOnGroup("continue", item as ParallelItem | undefined)),
+    registerCommand(Commands.pauseGroup, (item) => services.parallelStacks.actOnGroup("pause", item as ParallelItem | undefined)),
     registerCommand(Commands.refreshCases, () => services.cases.refresh()),
     registerCommand(Commands.watchDivergence, (args) => services.cases.watchSelection(args as Parameters<typeof services.cases.watchSelection>[0])),
     registerCommand(Commands.refreshCrashes, () => crashes.refresh()),

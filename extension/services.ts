@@ -32,6 +32,7 @@ import { GpuService } from "./views/gpuPanel";
 import { TimelineService } from "./views/timelinePanel";
 import { WalkthroughProgress } from "./views/walkthroughProgress";
 import { CasesService } from "./views/casesView";
+import { ParallelStacksService } from "./views/parallelStacksView";
 import { SleuthLanguageClient } from "./lsp/languageClient";
 
 
@@ -70,6 +71,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
   });
   state.onDidChange(() => state.status === "connected" && languageServer.brokerAvailable());
   const walkthrough = new WalkthroughProgress();
+  const parallelStacks = new ParallelStacksService(connection, state);
   const cases = new CasesService(connection, {
     inspectCrash: async (id) => {
       await crashes.refresh();
@@ -79,7 +81,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
     showGpu: (id) => gpu.show({ kind: "worker", id }),
   });
   return {
-    walkthrough, cases, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
+    walkthrough, cases, parallelStacks, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,
     workerLogs, allStop, remote, doctor, compare, inspect, gpu, timeline, languageServer,
   };

@@ -32,6 +32,9 @@ export function stacksQueryString(query: StacksQuery = {}): string {
   if (query.native) {
     params.set("native", "1");
   }
+  if (query.tree) {
+    params.set("tree", "1");
+  }
   if (query.timeout !== undefined) {
     params.set("timeout", String(query.timeout));
   }

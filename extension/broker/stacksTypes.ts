@@ -83,6 +83,8 @@ export interface StacksResult {
   behind: BehindRank[];
   /** The grouped view as plain text (what `raysleuth stacks` prints). */
   text: string;
+  /** With `tree`: one root per job (a single root when `job` was given). */
+  tree?: ParallelStackNode[] | ParallelStackNode | null;
 }
 
 /** Which workers `GET /v1/stacks` asks; all absent: every live worker. */
@@ -94,6 +96,22 @@ export interface StacksQuery {
   native?: boolean;
   /** Seconds the broker waits for the workers' answers. */
   timeout?: number;
+  /** Add the parallel stack tree (issue 27). */
+  tree?: boolean;
+}
+
+/** One node of the parallel stack tree (`GET /v1/stacks?tree=1`): a frame and the ranks in or below it. */
+export interface ParallelStackNode {
+  function: string;
+  path: string | null;
+  line: number | null;
+  ranks: number[];
+  workers: string[];
+  /** The ranks part here: more than one child. */
+  branch: boolean;
+  children: ParallelStackNode[];
+  /** On a root: its job. */
+  job_id?: string | null;
 }
 
 /** `GET /v1/stacks/watch` and the answer of its PUT. */

@@ -65,6 +65,7 @@ const PURE = [
   "views/gpuSeries",
   "views/timelineModel",
   "views/caseModel",
+  "views/parallelTree",
   "views/perfettoTrace",
   "views/chartHtml",
   "webview/protocol",
@@ -102,6 +103,7 @@ const VIEWS = [
   "views/gpuPanel",
   "views/timelinePanel",
   "views/casesView",
+  "views/parallelStacksView",
 ];
 
 describe("Extension rooms", () => {

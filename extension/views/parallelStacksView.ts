@@ -1,0 +1,129 @@
+// The Parallel Stacks view (issue 27): every rank's main-thread stack merged into one tree per job
+// (GET /v1/stacks?tree=1); a click opens the frame's source, a hover lists the ranks and their
+// states, "Make Rank Group…" on a node makes a group of its ranks (PUT /v1/groups/{name}), and
+// Continue/Pause Group act on one.
+import * as vscode from "vscode";
+import { PARALLEL_STACKS_VIEW_ID } from "../constants";
+import { log, swallow } from "../common/log";
+import * as vsapi from "../common/vscodeapi";
+import { BrokerConnectionService } from "../broker/brokerConnection";
+import { ClusterState } from "../cluster/clusterState";
+import { ParallelItem, parallelItems, rootsOf } from "./parallelTree";
+
+export class ParallelStacksService implements vscode.TreeDataProvider<ParallelItem>, vscode.Disposable {
+  readonly treeView: vscode.TreeView<ParallelItem>;
+  roots: ParallelItem[] = [];
+  private readonly changed = new vscode.EventEmitter<ParallelItem | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly connection: BrokerConnectionService,
+    private readonly state: ClusterState,
+  ) {
+    this.treeView = vsapi.createTreeView<ParallelItem>(PARALLEL_STACKS_VIEW_ID, { treeDataProvider: this, showCollapseAll: true });
+    this.disposables.push(this.treeView, this.changed);
+  }
+
+  /** raySleuth.showParallelStacks: take the stacks now and show the tree. */
+  async refresh(): Promise<ParallelItem[]> {
+    const client = await this.connection.ensureClient();
+    if (!client) {
+      return [];
+    }
+    try {
+      const result = await client.getStacks({ tree: true });
+      this.roots = parallelItems(rootsOf(result), this.state.workers);
+      this.treeView.message = this.roots.length ? undefined : "No worker stands in Python code now.";
+      this.changed.fire(undefined);
+      return this.roots;
+    } catch (err) {
+      void vsapi.showErrorMessage(`Ray Sleuth: taking the parallel stacks failed: ${err instanceof Error ? err.message : String(err)}`);
+      return [];
+    }
+  }
+
+  /** raySleuth.makeRankGroup on a node: a named group of its ranks. */
+  async makeGroup(item: ParallelItem | undefined, name?: string): Promise<string | undefined> {
+    const ranks = item?.node.ranks ?? [];
+    const client = await this.connection.ensureClient();
+    if (!client || !ranks.length) {
+      return undefined;
+    }
+    const chosen =
+      name ??
+      (await vscode.window.showInputBox({
+        title: "Ray Sleuth: Make Rank Group",
+        prompt: `A name for the group of ranks ${ranks.join(",")} (letters, digits, _ . : -)`,
+        validateInput: (v) => (/^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$/.test(v.trim()) ? undefined : "Letters, digits, _ . : -; a letter first"),
+      }))?.trim();
+    if (!chosen) {
+      return undefined;
+    }
+    try {
+      await client.requestJson("PUT", `/v1/groups/${encodeURIComponent(chosen)}`, { ranks, ...(item?.node.job_id ? { job_id: item.node.job_id } : {}) });
+      log.info(`Rank group ${chosen}: ranks ${ranks.join(",")}`);
+      void vsapi.showInformationMessage(`Ray Sleuth: group "${chosen}" is ranks ${ranks.join(",")}; Continue or Pause it from the Parallel Stacks view.`);
+      return chosen;
+    } catch (err) {
+      void vsapi.showErrorMessage(`Ray Sleuth: making the group failed: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+  }
+
+  /** raySleuth.continueGroup / pauseGroup: on a node's ranks, or a group picked by name. */
+  async actOnGroup(what: "continue" | "pause", item?: ParallelItem): Promise<unknown> {
+    const client = await this.connection.ensureClient();
+    if (!client) {
+      return undefined;
+    }
+    let selector: Record<string, unknown>;
+    if (item) {
+      selector = { ranks: item.node.ranks };
+    } else {
+      const groups = await client.requestJson<{ name: string; ranks: number[] }[]>("GET", "/v1/groups");
+      const pick = await vscode.window.showQuickPick(
+        groups.map((g) => ({ label: g.name, description: `ranks ${g.ranks.join(",") || "none"}` })),
+        { title: `Ray Sleuth: ${what === "continue" ? "Continue" : "Pause"} Group` },
+      );
+      if (!pick) {
+        return undefined;
+      }
+      selector = { group: pick.label };
+    }
+    try {
+      return await client.requestJson("POST", `/v1/${what}`, selector);
+    } catch (err) {
+      swallow(`${what} on a group failed`, err);
+      void vsapi.showErrorMessage(`Ray Sleuth: ${what} failed: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+  }
+
+  getTreeItem(item: ParallelItem): vscode.TreeItem {
+    const t = new vscode.TreeItem(item.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+    t.id = item.id;
+    t.description = item.description;
+    t.tooltip = item.tooltip;
+    t.contextValue = "parallelFrame";
+    t.iconPath = new vscode.ThemeIcon(item.node.branch ? "git-branch" : "debug-stackframe");
+    if (item.node.path && item.node.line) {
+      t.command = {
+        command: "vscode.open",
+        title: "Open",
+        arguments: [vscode.Uri.file(item.node.path), { selection: new vscode.Range(item.node.line - 1, 0, item.node.line - 1, 0), preview: true }],
+      };
+    }
+    return t;
+  }
+
+  getChildren(item?: ParallelItem): ParallelItem[] {
+    return item ? item.children : this.roots;
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
