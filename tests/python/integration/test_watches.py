@@ -78,6 +78,13 @@ def test_ranks_that_agree_file_no_case_and_with_stop_a_divergence_stops_the_rank
     refs = [a.step.remote(6) for a in actors]
     ray.get(refs, timeout=60)
     wait_until(lambda: client.get(f"/v1/watches/{wid}")["divergence"], 15, message="the divergence of rank 3")
+    # The stop is a one-shot breakpoint at the line: each rank stops the next time it gets there,
+    # once the breakpoint reached it.
+    wait_until(
+        lambda: sum(b["armed"] for b in client.breakpoints() if b.get("owner") == f"watch:{wid}") == RANKS,
+        30,
+        message="the watch's stop armed on the four ranks",
+    )
     more = [a.step.remote(7) for a in actors]
     wait_until(
         lambda: (

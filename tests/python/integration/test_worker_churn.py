@@ -98,8 +98,13 @@ def job_env() -> dict:
 
 
 def last_json(stdout: str) -> dict:
-    """The job's JSON line (Ray may print its own lines after it)."""
+    """The job's JSON line. Ray may print its own lines after it, or (the raylet's message of a
+    dead worker, forwarded while the job prints) put its text in front of it on the same line."""
     for line in reversed(stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
+        start = line.find('{"')
+        if start >= 0:
+            try:
+                return json.loads(line[start:])
+            except ValueError:
+                continue
     raise AssertionError(f"no JSON line in the job's output: {stdout[-2000:]}")
