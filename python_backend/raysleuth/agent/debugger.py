@@ -18,7 +18,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
-from raysleuth.agent import stops
+from raysleuth.agent import pydevd_wake, stops
 from raysleuth.agent.log import swallow
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def open_listener() -> dict:
         ray_port = w.debugger_port  # a GCS lookup: set when Ray's breakpoint() listens already
         if ray_port:  # Ray's breakpoint() already listens, on the node's address: lock it too
             tune_debugger_sockets()
+            pydevd_wake.install()
             if not require_token(token):
                 raise RuntimeError("Ray's debugger listens in this worker and cannot be locked")
             _access_token, _listener = token, {"host": w.node_ip_address, "port": int(ray_port)}
@@ -92,6 +93,7 @@ def listen_locked(token: str) -> str:
     import pydevd
 
     tune_debugger_sockets()
+    pydevd_wake.install()
     unix_server_sockets(pydevd)
     folder = tempfile.mkdtemp(prefix="rs-dbg-")  # 0700, this user's
     path = os.path.join(folder, "dap.sock")

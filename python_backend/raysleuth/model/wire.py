@@ -126,4 +126,3 @@ class CrashSummary(TypedDict):
     worker: CrashWorker
     #: While the crashed worker is held for an attach: when it is let go.
     held_until: float | None
-
