@@ -67,10 +67,21 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
     );
   }
 
-  /** Whether the crash's worker is held for it now (crashed, or paused in a session at the raise). */
+  /**
+   * The id of the crash's worker while it is held for this crash: from its row when the row
+   * already names this crash (crashed, or paused in a session at the raise; running again: let
+   * go), else from the record's `held_until` (the record comes a moment before the row does).
+   */
   private heldWorker(c: CrashSummary | undefined): string | undefined {
-    const w = c?.worker?.id ? this.state.workers.find((x) => x.id === c.worker.id) : undefined;
-    return w && w.crash === c?.id && (w.state === "crashed" || w.state === "paused") ? w.id : undefined;
+    const id = c?.worker?.id;
+    if (!c || !id) {
+      return undefined;
+    }
+    const w = this.state.workers.find((x) => x.id === id);
+    if (w && w.crash === c.id) {
+      return w.state === "crashed" || w.state === "paused" ? id : undefined;
+    }
+    return c.held_until && c.held_until * 1000 > Date.now() ? id : undefined;
   }
 
   /** A held crash's session whose worker was let go (Continue) runs on no crash: end it, so a
@@ -78,7 +89,8 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   private endReleasedSessions(): void {
     for (const [id, h] of this.heldSessions) {
       const w = this.state.workers.find((x) => x.id === h.worker);
-      if (this.state.status === "connected" && (!w || (w.state !== "crashed" && w.state !== "paused"))) {
+      const letGo = w !== undefined && (w.state === "exited" || (w.crash === h.crash && w.state !== "crashed" && w.state !== "paused"));
+      if (this.state.status === "connected" && letGo) {
         this.heldSessions.delete(id);
         log.info(`Crash ${h.crash} was let go: ending its session; a click on the record replays it`);
         void vscode.debug.stopDebugging(h.session).then(undefined, (err: unknown) => swallow("Ending a released crash's session failed", err));

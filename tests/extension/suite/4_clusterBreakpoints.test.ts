@@ -213,7 +213,8 @@ describe("Cluster breakpoints against the demo's real broker", () => {
 
       const plain = api.rankBreakpoints.setRanksAt(uri, 1, []);
       assert.strictEqual(plain.condition, "x > 1", "no ranks picked: no scope");
-      await waitFor("the cluster set to drop the scope", async () => (await clusterSet(file)).find((b) => b.line === 2 && b.condition === "x > 1" && b.scope === null), 15_000);
+      // No rank scope: the plain default (raySleuth.plainBreakpoints "firstRank") stops rank 0 of each job.
+      await waitFor("the cluster set to drop the rank scope", async () => (await clusterSet(file)).find((b) => b.line === 2 && b.condition === "x > 1" && b.scope === "first rank"), 15_000);
       vscode.debug.removeBreakpoints([plain]);
       await waitFor("the cluster set to forget the file", async () => (await clusterSet(file)).length === 0, 15_000);
       await waitFor("the annotation to go", () => api.decorations.annotations(file).length === 0, 10_000);
