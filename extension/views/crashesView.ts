@@ -42,7 +42,9 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   private unnotified = 0;
   private lastNotified = 0;
   /** Live sessions on held crashes: each ends when its worker is let go (issue 25, item 3). */
-  private readonly heldSessions = new Map<string, { session: vscode.DebugSession; worker: string; crash: string }>();
+  private readonly heldSessions = new Map<string, { session: vscode.DebugSession; worker: string; crash: string; seen: boolean }>();
+  /** Crashes whose hold was seen to end: their record opens as a replay from then on. */
+  private readonly released = new Set<string>();
 
   constructor(
     private readonly connection: BrokerConnectionService,
@@ -68,18 +70,21 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   }
 
   /**
-   * The id of the crash's worker while it is held for this crash: from its row when the row
-   * already names this crash (crashed, or paused in a session at the raise; running again: let
-   * go), else from the record's `held_until` (the record comes a moment before the row does).
+   * The id of the crash's worker while it is held for this crash: the worker's row says so
+   * (crashed, or paused in a session at the raise), or the record's `held_until` does and the
+   * hold was not seen to end (the record comes a moment before the row shows the hold).
    */
   private heldWorker(c: CrashSummary | undefined): string | undefined {
     const id = c?.worker?.id;
-    if (!c || !id) {
+    if (!c || !id || this.released.has(c.id)) {
       return undefined;
     }
     const w = this.state.workers.find((x) => x.id === id);
-    if (w && w.crash === c.id) {
-      return w.state === "crashed" || w.state === "paused" ? id : undefined;
+    if (w && w.crash === c.id && (w.state === "crashed" || w.state === "paused")) {
+      return id;
+    }
+    if (w?.state === "exited") {
+      return undefined;
     }
     return c.held_until && c.held_until * 1000 > Date.now() ? id : undefined;
   }
@@ -89,9 +94,12 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   private endReleasedSessions(): void {
     for (const [id, h] of this.heldSessions) {
       const w = this.state.workers.find((x) => x.id === h.worker);
-      const letGo = w !== undefined && (w.state === "exited" || (w.crash === h.crash && w.state !== "crashed" && w.state !== "paused"));
+      const holding = w !== undefined && w.crash === h.crash && (w.state === "crashed" || w.state === "paused");
+      h.seen ||= holding;
+      const letGo = w?.state === "exited" || (h.seen && !holding);
       if (this.state.status === "connected" && letGo) {
         this.heldSessions.delete(id);
+        this.released.add(h.crash);
         log.info(`Crash ${h.crash} was let go: ending its session; a click on the record replays it`);
         void vscode.debug.stopDebugging(h.session).then(undefined, (err: unknown) => swallow("Ending a released crash's session failed", err));
       }
@@ -162,7 +170,7 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
       }
       this.opened.push(id);
       if (started && worker) {
-        this.heldSessions.set(started.id, { session: started, worker, crash: id });
+        this.heldSessions.set(started.id, { session: started, worker, crash: id, seen: false });
       }
       return started;
     } finally {
