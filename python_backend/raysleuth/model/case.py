@@ -8,13 +8,11 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import get_args
 
 from raysleuth.model.crash import CrashRecord
 from raysleuth.model.stacks import is_library, rank_ranges
 from raysleuth.model.wire import CaseKind
 
-KINDS: tuple[CaseKind, ...] = get_args(CaseKind)
 MAX_SUMMARY = 300
 
 

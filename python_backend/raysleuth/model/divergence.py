@@ -34,8 +34,10 @@ class DivergenceFinder:
         self.divergence: dict | None = None
         self.compared = 0
 
-    def ranks(self) -> set[int]:
-        live = self.live() if self.live is not None else None
+    def ranks(self, live: set[int] | None = None) -> set[int]:
+        """The ranks a pass waits for; `live`: the job's live ranks when the caller read them."""
+        if live is None and self.live is not None:
+            live = self.live()
         if self.expected is not None:
             return self.expected & live if live else self.expected
         return live if live else self.seen
@@ -47,15 +49,17 @@ class DivergenceFinder:
             return None
         if self.expected is not None and rank not in self.expected:
             return None
-        if self.live is not None and self.live() and rank not in self.live():
+        live = self.live() if self.live is not None else None
+        if live and rank not in live:
             return None
         self.seen.add(rank)
         self.passes.setdefault(key, {})[rank] = row
         while len(self.passes) > KEEP_PASSES:
             self.passes.pop(next(iter(self.passes)))
+        want = self.ranks(live)  # the table is read once per row
         for k in sorted(self.passes, key=_order):
             got = self.passes[k]
-            if len(self.ranks()) < 2 or not self.ranks() <= set(got):
+            if len(want) < 2 or not want <= set(got):
                 break  # pass `k` waits for a rank; later passes wait for it too
             del self.passes[k]
             self.done.add(k)

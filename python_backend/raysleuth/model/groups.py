@@ -115,8 +115,8 @@ def members(group: dict, workers: list[Worker]) -> list[Worker]:
             try:
                 if eval(code, {"__builtins__": {}}, {f: getattr(w, f) for f in FIELDS}):  # noqa: S307 - checked above
                     out.append(w)
-            except Exception:  # noqa: BLE001 - rank None % 8: this worker is not a member
-                continue
+            except (TypeError, ArithmeticError, ValueError):  # `rank % 8` of a worker without a rank
+                continue  # that worker is not a member
         return out
     return live
 

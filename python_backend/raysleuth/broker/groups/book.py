@@ -10,7 +10,7 @@ from pathlib import Path
 
 from raysleuth.model.groups import builtin_groups, check_name, members, parse_group
 from raysleuth.model.worker import Worker
-from raysleuth.shared.errors import NotFound
+from raysleuth.shared.errors import BadRequest, NotFound
 from raysleuth.shared.privfiles import write_private
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,6 @@ class GroupBook:
     def put(self, name: str, body: dict) -> dict:
         group = parse_group(name, body)
         if name not in self._groups and len(self._groups) >= MAX_GROUPS:
-            from raysleuth.shared.errors import BadRequest
-
             raise BadRequest(
                 f"at most {MAX_GROUPS} groups", "DELETE /v1/groups/{name} one you no longer use."
             )

@@ -99,10 +99,15 @@ class PointSet:
         if not isinstance(body, dict):
             raise BadRequest("the body must be a JSON object", 'Send {"path": ..., "line": 12}.')
         sid = f"snap-{next(self._ids)}-{int(time.time()) % 100000}"
-        snap = Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
-        self.snapshots[sid] = snap
-        self.rows[sid] = []
-        return snap
+        return self.keep_snapshot(
+            Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
+        )
+
+    def keep_snapshot(self, point: Point) -> Point:
+        """Hold a snapshot point (or a divergence watch's) and a fresh list for its rows."""
+        self.snapshots[point.id] = point
+        self.rows[point.id] = []
+        return point
 
     def snapshot(self, sid: str) -> Point:
         snap = self.snapshots.get(sid)
@@ -267,8 +272,7 @@ class PointService:
 
     async def add_point(self, point: Point) -> None:
         """A point made elsewhere (a divergence watch), held and published like a snapshot point."""
-        self.points.snapshots[point.id] = point
-        self.points.rows[point.id] = []
+        self.points.keep_snapshot(point)
         await self.push()
 
     async def remove_snapshot(self, sid: str) -> None:
