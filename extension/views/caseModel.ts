@@ -1,6 +1,7 @@
 // The Cases view's rows (issue 26): every failure the broker saw as a case, newest first, with the
 // scene a click opens. Pure, no vscode import (plain mocha tests it).
 import type { CaseKind, CaseSummary } from "../broker/types";
+import { cell, escapeHtml as escape, page } from "./html";
 
 /** The codicon of each kind. */
 export const CASE_ICONS: Record<CaseKind, string> = {
@@ -51,13 +52,7 @@ export function divergenceRows(evidence: Record<string, unknown>): { rank: numbe
 const STATS = ["shape", "dtype", "norm", "mean", "std", "min", "max", "hash", "value", "error"];
 
 /** The comparison table of a divergence case: one row per rank, the differing ranks marked. */
-export function divergenceHtml(
-  summary: string,
-  evidence: Record<string, unknown>,
-  page: (title: string, body: string) => string,
-  cell: (text: string, cls?: string[]) => string,
-  escape: (text: string) => string,
-): string {
+export function divergenceHtml(summary: string, evidence: Record<string, unknown>): string {
   const rows = divergenceRows(evidence);
   const cols = STATS.filter((k) => rows.some((r) => r.cells[k] !== undefined && r.cells[k] !== null));
   const head = `<tr><th>rank</th>${cols.map((c) => `<th>${escape(c)}</th>`).join("")}</tr>`;

@@ -8,7 +8,6 @@ import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import type { CaseSummary } from "../broker/types";
 import { CASE_ICONS, caseDescription, divergenceHtml, sceneOf } from "./caseModel";
-import { cell, escapeHtml, page } from "./html";
 
 /** How the view opens each scene (services.ts wires the other views' commands in). */
 export interface CaseScenes {
@@ -132,7 +131,7 @@ export class CasesService implements vscode.TreeDataProvider<CaseSummary>, vscod
       this.divergencePanel = vscode.window.createWebviewPanel(DIVERGENCE_VIEW_TYPE, "Divergence across ranks", { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, { enableScripts: false });
       this.divergencePanel.onDidDispose(() => (this.divergencePanel = undefined));
     }
-    this.divergencePanel.webview.html = divergenceHtml(summary, evidence, page, cell, escapeHtml);
+    this.divergencePanel.webview.html = divergenceHtml(summary, evidence);
     this.divergencePanel.reveal();
   }
 

@@ -2,7 +2,6 @@
 import * as assert from "assert";
 import type { CaseSummary } from "../../../extension/broker/types";
 import { caseDescription, divergenceHtml, divergenceRows, sceneOf } from "../../../extension/views/caseModel";
-import { cell, escapeHtml, page } from "../../../extension/views/html";
 
 function kase(over: Partial<CaseSummary>): CaseSummary {
   return { id: "c1", kind: "crash", time: 1_000, job_id: "01000000", ranks: [2], summary: "rank 2 raised X", hint: null, ...over };
@@ -24,7 +23,7 @@ describe("Cases", () => {
       values: { "0": { norm: 1, hash: "a" }, "2": { norm: 1.001, hash: "b" }, "1": { norm: 1, hash: "a" } },
     };
     assert.deepStrictEqual(divergenceRows(evidence).map((r) => [r.rank, r.differs]), [[0, false], [1, false], [2, true]]);
-    const html = divergenceHtml("rank 2 diverged", evidence, page, cell, escapeHtml);
+    const html = divergenceHtml("rank 2 diverged", evidence);
     assert.match(html, /grad at pass 8; all agreed at pass 7/);
     assert.match(html, /<tr><td class="differs"[^>]*>2<\/td>/);
     assert.match(html, /<th>norm<\/th><th>hash<\/th>/);
