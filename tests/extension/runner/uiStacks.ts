@@ -60,8 +60,10 @@ export async function stacksUiBody(page: Page, root: string, stateDir: string, s
   const lagLine = fs.readFileSync(fixture, "utf8").split("\n").findIndex((l) => l.includes("@bp stacks-lag")) + 1;
   const job = await startLaggingJob(root, stateDir);
   try {
-    // Connected: the Cluster view lists the demo's ranks.
-    await page.getByText(/^rank 0 · Trainer · pid \d+$/).first().waitFor({ timeout: 30_000 });
+    // Connected: the status bar counts the workers. (The Cluster view renders only the rows in
+    // view, and the job's "Ranked" group sorts above the demo's Trainers: a Trainer row may be
+    // out of view, so it is not what this waits for.)
+    await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 30_000 });
     const clusterHeader = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Cluster$/ }) });
     const stacksPane = page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Stacks$/ }) });
     // Only rank 3's `lag` frame stands at that line.
