@@ -116,6 +116,7 @@ class Broker:
         self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub, self.inspect)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
         self.groups = GroupBook(state_dir, self.table.workers)
+        self.points.points.resolve_group = self.groups.definition
         self.control = Control(self.table, self.agents, self.leases, self.groups)
         self.allstop = AllStop(self.table, self.control, hub, self.tasks)
         self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)

@@ -109,6 +109,12 @@ def cmd_stacks(args) -> int:
     return run_stacks(_client(args), args)
 
 
+def cmd_group(args) -> int:
+    from raysleuth.cli.groups import run_group
+
+    return run_group(_client(args), args)
+
+
 def cmd_doctor(args) -> int:
     from raysleuth.cli.doctor import run_doctor
 
@@ -159,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("location", nargs="?", help="FILE:LINE")
     br.add_argument("--if", dest="cond", help="condition, optionally scoped: '[rank 0] step %% 100 == 0'")
     br.add_argument("--ranks", help="only these ranks: 0,2-3")
+    br.add_argument("--group", help="only the members of this rank group (raysleuth group)")
     br.add_argument("--hit", help="hit condition: 5, >5, %%10")
     br.add_argument("--log", help="a logpoint: print this message ({expr} is evaluated) instead of stopping")
     br.add_argument("--remove", action="store_true", help="remove the breakpoint at FILE:LINE")
@@ -195,6 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(co)
     co.set_defaults(fn=cmd_collectives)
+
+    gr = sub.add_parser("group", help="rank groups: list them, make one, show or delete one")
+    gr.add_argument("name", nargs="?", help="the group (none: list every group)")
+    gr.add_argument("--ranks", help="make it of these ranks: 0,2-3")
+    gr.add_argument("--workers", help="make it of these worker ids (prefixes, comma-separated)")
+    gr.add_argument("--expression", help="make it of the workers where this holds: 'rank %% 8 == 0'")
+    gr.add_argument("--job", help="only workers of this job")
+    gr.add_argument("--delete", action="store_true", help="delete the group")
+    gr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(gr)
+    gr.set_defaults(fn=cmd_group)
 
     wa = sub.add_parser("watch", help="name the first pass where a rank's value diverges from the others")
     wa.add_argument("location", help="FILE:LINE every rank passes")

@@ -116,6 +116,8 @@ def run_break(client, args) -> int:
         new: dict = {"line": line}
         if args.cond:
             new["condition"] = args.cond
+        if getattr(args, "group", None):
+            new["condition"] = f"[group {args.group}] {new.get('condition') or ''}".strip()
         if args.ranks:
             new["ranks"] = sorted(parse_ranks(args.ranks))
         if args.hit:

@@ -1,4 +1,6 @@
-"""Rank scopes of cluster breakpoints: `[rank 0,2-3]`, `[node 3f2a]`, `[actor Learner]`.
+"""Rank scopes of cluster breakpoints: `[rank 0,2-3]`, `[node 3f2a]`, `[actor Learner]`,
+`[group stragglers]` (a rank group of `GET /v1/groups`, resolved by the broker when it hands the
+point out).
 
 A condition may start with one or more scopes (all must hold), followed by an ordinary Python
 condition. A leading bracket whose first word is no scope kind is Python (`[x for x in xs] == []`)
@@ -10,6 +12,7 @@ Loaded in every armed worker: standard library only.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -24,6 +27,8 @@ KINDS = {
     "nodes": "node",
     "actor": "actor",
     "actors": "actor",
+    "group": "group",
+    "groups": "group",
 }
 MAX_RANK = 1 << 20
 
@@ -38,9 +43,17 @@ class Scope(NamedTuple):
     first: bool = False
     """Rank 0 of each job only, and every worker without a rank (a plain task): what a plain
     editor breakpoint stops by default (`firstRank` in `PUT /v1/breakpoints`)."""
+    groups: tuple = ()
+    """Rank group names (any of them); empty: no group scope."""
+    group_defs: tuple = ()
+    """The named groups' definitions as the broker resolved them when it handed the point out
+    (`{name, ranks, workers, expression, job_id}`, `missing: true` for a group that is gone);
+    what an agent matches against. Empty in a point the broker has not resolved."""
 
     def is_all(self) -> bool:
-        return self.ranks is None and not self.nodes and not self.actors and not self.first
+        return (
+            self.ranks is None and not self.nodes and not self.actors and not self.first and not self.groups
+        )
 
     def text(self) -> str | None:
         """The scope as written in a condition, without brackets: `rank 0,2-3`; None for all."""
@@ -51,6 +64,8 @@ class Scope(NamedTuple):
             parts.append("node " + ",".join(self.nodes))
         if self.actors:
             parts.append("actor " + ",".join(self.actors))
+        if self.groups:
+            parts.append("group " + ",".join(self.groups))
         if self.first:
             parts.append("first rank")
         return "; ".join(parts) if parts else None
@@ -61,6 +76,8 @@ class Scope(NamedTuple):
             "nodes": list(self.nodes),
             "actors": list(self.actors),
             "first": self.first,
+            "groups": list(self.groups),
+            "group_defs": list(self.group_defs),
         }
 
     @classmethod
@@ -72,6 +89,8 @@ class Scope(NamedTuple):
             tuple(data.get("nodes") or ()),
             tuple(data.get("actors") or ()),
             bool(data.get("first")),
+            tuple(data.get("groups") or ()),
+            tuple(d for d in data.get("group_defs") or () if isinstance(d, dict)),
         )
 
     def match(self, worker) -> bool | None:
@@ -87,15 +106,20 @@ class Scope(NamedTuple):
             names = {get("actor_class"), get("actor_name")}
             if not names.intersection(self.actors):
                 return False
+        in_group: bool | None = True
+        if self.groups:
+            in_group = _in_any_group(self.group_defs, get)
+            if in_group is False:
+                return False
         if self.ranks is not None:
             rank = get("rank")
             if rank is None:
                 return None
-            return rank in self.ranks
+            return rank in self.ranks and in_group
         if self.first:
             rank = get("rank")
-            return rank is None or rank == 0
-        return True
+            return (rank is None or rank == 0) and in_group
+        return in_group
 
 
 def parse_ranks(text: str) -> frozenset:
@@ -140,6 +164,7 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
     ranks: frozenset | None = None
     nodes: list[str] = []
     actors: list[str] = []
+    groups: list[str] = []
     pos = 0
     while True:
         m = _SCOPE.match(text, pos)
@@ -151,7 +176,8 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
                 break  # `[x for x in xs] == []`: a bracket that is no scope starts the Python part
             raise BadRequest(
                 f"unknown scope [{m.group(1)} …] in condition {condition!r}",
-                "A scope is [rank 0,2-3], [node <id prefix or IP>] or [actor <class or name>].",
+                "A scope is [rank 0,2-3], [node <id prefix or IP>], [actor <class or name>]"
+                " or [group <name>].",
             )
         arg = m.group(2).strip()
         if not arg:
@@ -161,11 +187,76 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
             ranks = r if ranks is None else ranks & r
         elif kind == "node":
             nodes.extend(x.strip() for x in arg.split(",") if x.strip())
+        elif kind == "group":
+            for name in (x.strip() for x in arg.split(",") if x.strip()):
+                if not _GROUP_NAME.match(name):
+                    raise BadRequest(
+                        f"group name {name!r} in condition {condition!r} is not a name",
+                        "Letters, digits, _ . : -, up to 64: [group stragglers].",
+                    )
+                if name not in groups:
+                    groups.append(name)
         else:
             actors.extend(x.strip() for x in arg.split(",") if x.strip())
         pos = m.end()
     rest = text[pos:].strip() or None
-    return Scope(ranks, tuple(nodes), tuple(actors)), rest
+    return Scope(ranks, tuple(nodes), tuple(actors), groups=tuple(groups)), rest
+
+
+_GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+
+
+def _in_any_group(defs: tuple, get) -> bool | None:
+    """Whether the worker is in one of the resolved groups: True, False, or None while its rank
+    is unknown and a group by ranks or expression could still take it."""
+    unknown = False
+    for g in defs:
+        if g.get("missing"):
+            continue
+        if g.get("job_id") and str(get("job_id") or "") != g["job_id"]:
+            continue
+        if g.get("ranks") is not None:
+            rank = get("rank")
+            if rank is None:
+                unknown = True
+            elif rank in g["ranks"]:
+                return True
+        elif g.get("workers") is not None:
+            wid = str(get("id") or "")
+            if wid and any(wid.startswith(i) for i in g["workers"]):
+                return True
+        elif g.get("expression"):
+            hit = _expression_holds(g["expression"], get)
+            if hit is None:
+                unknown = True
+            elif hit:
+                return True
+        else:
+            return True  # `all` or `job-<id>`: every worker (of that job)
+    return None if unknown else False
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(text: str):
+    from raysleuth.model.groups import compile_expression
+
+    try:
+        return compile_expression(text)
+    except BadRequest:
+        return None
+
+
+def _expression_holds(text: str, get) -> bool | None:
+    from raysleuth.model.groups import FIELDS
+
+    code = _compiled(text)
+    if code is None:
+        return False
+    values = {f: get(f) for f in FIELDS}
+    try:
+        return bool(eval(code, {"__builtins__": {}}, values))  # noqa: S307 - only fields, constants, arithmetic
+    except (TypeError, ArithmeticError, ValueError):
+        return None if values.get("rank") is None else False
 
 
 def _is_python(text: str) -> bool:

@@ -12,6 +12,7 @@ interface ScopeCase {
   ranks?: number[] | null;
   nodes?: string[];
   actors?: string[];
+  groups?: string[];
   rest?: string | null;
   text?: string | null;
   error?: string;
@@ -44,6 +45,7 @@ describe("Rank scope: the shared case table (tests/scope_cases.json)", () => {
       assert.deepStrictEqual(rankScopeOf(c.condition) ?? null, c.ranks ?? null, "ranks");
       assert.deepStrictEqual(scopeNamesOf(c.condition, "node"), c.nodes ?? [], "nodes");
       assert.deepStrictEqual(scopeNamesOf(c.condition, "actor"), c.actors ?? [], "actors");
+      assert.deepStrictEqual(scopeNamesOf(c.condition, "group"), c.groups ?? [], "groups");
       assert.strictEqual(split.scopes.length > 0, c.text !== null && c.text !== undefined, "a scope exactly when the broker has a scope text");
     });
   }

@@ -33,10 +33,13 @@ class Table:
 
 
 @contextlib.contextmanager
-def broker_app(token: str = TOKEN, hub=None):
-    """The broker's real HTTP app on a loopback port, in a thread of its own."""
+def broker_app(token: str = TOKEN, hub=None, table=None, **given):
+    """The broker's real HTTP app on a loopback port, in a thread of its own; `given`: the
+    services the test brings (the others are None)."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(services(token, Table(), **({"hub": hub} if hub else {}))))
+    runner = web.AppRunner(
+        make_app(services(token, table or Table(), **given, **({"hub": hub} if hub else {})))
+    )
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

@@ -101,3 +101,89 @@ def test_expressions_compile_once_checked():
     assert eval(
         compile_expression("rank >= 4 and node_ip == '10.0.0.5'"), {}, {"rank": 5, "node_ip": "10.0.0.5"}
     )
+
+
+def test_a_group_scope_matches_the_groups_members_as_the_broker_resolved_them(tmp_path):
+    """`[group NAME]` (issue 27): the broker refuses an unknown group, hands a known one out with
+    its definition, and an agent matches its own identity against that definition."""
+    from raysleuth.broker.points.service import PointSet
+    from raysleuth.model.point import Point
+    from raysleuth.model.scope import split_condition
+
+    book = GroupBook(tmp_path, lambda: W)
+    points = PointSet(tmp_path, book.definition)
+    body = {
+        "path": str(tmp_path / "train.py"),
+        "breakpoints": [{"line": 3, "condition": "[group stragglers] x"}],
+    }
+    with pytest.raises(BadRequest, match="no rank group 'stragglers'") as err:
+        points.put_file(body)
+    assert "PUT /v1/groups/stragglers" in err.value.hint and points.breakpoints() == []
+
+    book.put("stragglers", {"ranks": [3, 7], "job_id": "01"})
+    book.put("eighth", {"expression": "rank % 8 == 0"})
+    points.put_file(body)
+    [spec] = points.specs()
+    scope = Point.from_spec(spec).scope
+    assert scope.text() == "group stragglers" and [d["ranks"] for d in scope.group_defs] == [[3, 7]]
+    assert scope.match({"rank": 3, "job_id": "01"}) is True
+    assert scope.match({"rank": 4, "job_id": "01"}) is False
+    assert scope.match({"rank": 3, "job_id": "02"}) is False  # the group is of job 01
+    assert scope.match({"rank": None, "job_id": "01"}) is None  # could still join once its rank shows
+
+    eighth, _ = split_condition("[rank 0-8][group eighth]")
+    resolved = eighth._replace(group_defs=(book.definition("eighth"),))
+    assert [r for r in range(10) if resolved.match({"rank": r})] == [0, 8]
+    assert resolved.match({"rank": None}) is None
+    job, _ = split_condition("[group job-0a]")
+    job = job._replace(group_defs=(book.definition("job-0a"),))
+    assert job.match({"job_id": "0a", "rank": None}) is True and job.match({"job_id": "0b"}) is False
+    ids, _ = split_condition("[group ids]")
+    book.put("ids", {"workers": ["w1"]})
+    ids = ids._replace(group_defs=(book.definition("ids"),))
+    assert ids.match({"id": "w1abc"}) is True and ids.match({"id": "w2"}) is False
+
+    book.delete("stragglers")  # a group deleted under a point arms it nowhere
+    [spec] = points.specs()
+    assert Point.from_spec(spec).scope.match({"rank": 3, "job_id": "01"}) is False
+    assert spec["scope"]["group_defs"] == [{"name": "stragglers", "missing": True}]
+
+
+def test_the_group_command_makes_lists_and_deletes_groups_and_the_points_follow(
+    tmp_path, capsys, monkeypatch
+):
+    """`raysleuth group` over the broker's real HTTP app: a group changed from the terminal
+    reaches the agents with a `[group NAME]` point at once (a new point set), and deleting it
+    leaves the point armed nowhere."""
+    from broker_fakes import FakeAgents, FakeTable
+    from test_client_discovery import broker_app, state
+
+    from raysleuth.broker.events import EventHub
+    from raysleuth.broker.points.service import PointService, PointSet
+    from raysleuth.cli import main
+
+    monkeypatch.delenv("RAYSLEUTH_BROKER", raising=False)
+    monkeypatch.delenv("RAYSLEUTH_TOKEN", raising=False)
+    agents = FakeAgents()
+    book = GroupBook(tmp_path, lambda: W)
+    points = PointService(PointSet(tmp_path, book.definition), agents, EventHub(), list, set)
+    with broker_app(table=FakeTable(W), groups=book, points=points) as url:
+        opts = ["--state-dir", str(state(tmp_path, url))]
+        assert main(["group", "stragglers", "--ranks", "3,7", "--job", "01", *opts]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split() == ["stragglers", "3,7", "2", "job", "01"]
+        assert main(["break", f"{tmp_path}/train.py:3", "--group", "stragglers", "--if", "x", *opts]) == 0
+        sets = len(agents.point_sets)
+        assert main(["group", "stragglers", "--ranks", "3", *opts]) == 0
+        assert len(agents.point_sets) == sets + 1
+        assert agents.point_sets[-1][0]["scope"]["group_defs"][0]["ranks"] == [3]
+        capsys.readouterr()
+        assert main(["group", *opts]) == 0
+        listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+        assert listed == ["all", "job-01", "stragglers"]
+        assert main(["group", "stragglers", "--delete", *opts]) == 0
+        assert agents.point_sets[-1][0]["scope"]["group_defs"] == [{"name": "stragglers", "missing": True}]
+        capsys.readouterr()
+        assert main(["group", "nope", *opts]) == 2
+        assert "no group 'nope'" in capsys.readouterr().err
+        assert main(["group", "g", "--ranks", "1", "--expression", "rank > 1", *opts]) == 2
+        assert "one of --ranks" in capsys.readouterr().err

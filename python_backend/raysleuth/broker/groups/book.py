@@ -56,6 +56,18 @@ class GroupBook:
                 return g
         raise NotFound(f"No group {name!r}.", "List them: GET /v1/groups; make one: PUT /v1/groups/{name}.")
 
+    def definition(self, name: str) -> dict | None:
+        """What a `[group NAME]` breakpoint scope stands for now: the user's group, `all`, or
+        `job-<id>` (any job id, so a point may name a job before it starts); None: no such group."""
+        if name in self._groups:
+            return dict(self._groups[name])
+        if name == "all":
+            return {"name": name, "ranks": None, "workers": None, "expression": None, "job_id": None}
+        job = name[4:] if name.startswith("job-") else ""
+        if job and all(c in "0123456789abcdefABCDEF" for c in job):
+            return {"name": name, "ranks": None, "workers": None, "expression": None, "job_id": job}
+        return None
+
     def put(self, name: str, body: dict) -> dict:
         group = parse_group(name, body)
         if name not in self._groups and len(self._groups) >= MAX_GROUPS:

@@ -10,12 +10,14 @@ from raysleuth.broker.httpbody import body_of
 
 if TYPE_CHECKING:
     from raysleuth.broker.groups.book import GroupBook
+    from raysleuth.broker.points.service import PointService
     from raysleuth.broker.workers.control import Control
 
 
 class HasGroups(Protocol):
     groups: GroupBook
     control: Control
+    points: PointService
 
 
 def add_routes(app: web.Application, svc: HasGroups) -> None:
@@ -23,10 +25,15 @@ def add_routes(app: web.Application, svc: HasGroups) -> None:
         return web.json_response(svc.groups.all())
 
     async def put_group(request: web.Request) -> web.Response:
-        return web.json_response(svc.groups.put(request.match_info["name"], await body_of(request)))
+        listed = svc.groups.put(request.match_info["name"], await body_of(request))
+        if svc.points.points.uses_groups():
+            await svc.points.push()  # `[group NAME]` scopes take the new definition
+        return web.json_response(listed)
 
     async def delete_group(request: web.Request) -> web.Response:
         svc.groups.delete(request.match_info["name"])
+        if svc.points.points.uses_groups():
+            await svc.points.push()
         return web.json_response({"deleted": request.match_info["name"]})
 
     async def post_step(request: web.Request) -> web.Response:

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
@@ -31,7 +32,11 @@ MAX_SNAPSHOT_ROWS = 2000
 class PointSet:
     """The points themselves: pure data and its file, no Ray, no events."""
 
-    def __init__(self, state_dir: Path | None) -> None:
+    def __init__(
+        self, state_dir: Path | None, resolve_group: Callable[[str], dict | None] | None = None
+    ) -> None:
+        self.resolve_group = resolve_group
+        """Group name → its definition now (None: no such group); `[group NAME]` scopes need it."""
         self.files: dict[str, list[Point]] = {}
         """Path → that file's breakpoints of every owner, in line order."""
         self.snapshots: dict[str, Point] = {}
@@ -62,6 +67,8 @@ class PointSet:
                 " RAYSLEUTH_MAX_POINTS_PER_FILE sets the bound).",
             )
         mine = [Point.parse_breakpoint(path, bp, root=body.get("root"), owner=owner) for bp in bps]
+        for p in mine:
+            self._check_groups(p)
         others = [p for p in self.files.get(path, ()) if p.owner != owner]
         total = sum(len(ps) for f, ps in self.files.items() if f != path) + len(others) + len(mine)
         if total > MAX_POINTS:
@@ -99,9 +106,18 @@ class PointSet:
         if not isinstance(body, dict):
             raise BadRequest("the body must be a JSON object", 'Send {"path": ..., "line": 12}.')
         sid = f"snap-{next(self._ids)}-{int(time.time()) % 100000}"
-        return self.keep_snapshot(
-            Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
-        )
+        point = Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
+        self._check_groups(point)
+        return self.keep_snapshot(point)
+
+    def _check_groups(self, p: Point) -> None:
+        for name in p.scope.groups:
+            if self.resolve_group is None or self.resolve_group(name) is None:
+                raise BadRequest(
+                    f"line {p.line}: no rank group {name!r} for [group {name}]",
+                    f"Make it first (PUT /v1/groups/{name}, `raysleuth group {name} --ranks 0,3`, or"
+                    " Make Rank Group… in the Parallel Stacks view); GET /v1/groups lists them.",
+                )
 
     def keep_snapshot(self, point: Point) -> Point:
         """Hold a snapshot point (or a divergence watch's) and a fresh list for its rows."""
@@ -136,7 +152,18 @@ class PointSet:
     # --- for the agents -------------------------------------------------------------------
 
     def specs(self) -> list[dict]:
-        return [p.to_spec() for p in self.breakpoints()] + [s.to_spec() for s in self.snapshots.values()]
+        """What the agents get: every point, its `[group …]` scopes resolved to their definitions now."""
+        points = self.breakpoints() + list(self.snapshots.values())
+        return [self._resolved(p.to_spec(), p) for p in points]
+
+    def uses_groups(self) -> bool:
+        return any(p.scope.groups for p in self.breakpoints() + list(self.snapshots.values()))
+
+    def _resolved(self, spec: dict, p: Point) -> dict:
+        if p.scope.groups:
+            resolve = self.resolve_group or (lambda _name: None)
+            spec["scope"]["group_defs"] = [resolve(n) or {"name": n, "missing": True} for n in p.scope.groups]
+        return spec
 
     # --- persistence ----------------------------------------------------------------------
 
