@@ -38,6 +38,7 @@ export const Commands = {
   makeRankGroup: "raySleuth.makeRankGroup",
   continueGroup: "raySleuth.continueGroup",
   pauseGroup: "raySleuth.pauseGroup",
+  chooseRankGroup: "raySleuth.chooseRankGroup",
   refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",

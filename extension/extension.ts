@@ -56,6 +56,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.makeRankGroup, (item) => services.parallelStacks.makeGroup(item as ParallelItem | undefined)),
     registerCommand(Commands.continueGroup, (item) => services.parallelStacks.actOnGroup("continue", item as ParallelItem | undefined)),
     registerCommand(Commands.pauseGroup, (item) => services.parallelStacks.actOnGroup("pause", item as ParallelItem | undefined)),
+    registerCommand(Commands.chooseRankGroup, (name) => services.groupChoice.choose(typeof name === "string" ? name : undefined)),
     registerCommand(Commands.refreshCases, () => services.cases.refresh()),
     registerCommand(Commands.watchDivergence, (args) => services.cases.watchSelection(args as Parameters<typeof services.cases.watchSelection>[0])),
     registerCommand(Commands.refreshCrashes, () => crashes.refresh()),

@@ -12,6 +12,7 @@ import { ClusterTreeNode, WorkerTreeProvider } from "./cluster/workerTreeProvide
 import { AutoAttachService } from "./debug/autoAttach";
 import { SleuthDebugConfigurationProvider } from "./debug/configurationProvider";
 import { WorkerSessionService } from "./debug/workerSessions";
+import { GroupChoice } from "./debug/groupChoice";
 import { BreakpointDecorations } from "./breakpoints/breakpointDecorations";
 import { BreakpointMirrorService, editorOwner } from "./breakpoints/breakpointMirror";
 import { ClusterBreakpointStore } from "./breakpoints/clusterBreakpointStore";
@@ -39,7 +40,8 @@ import { SleuthLanguageClient } from "./lsp/languageClient";
 export function buildServices(context: vscode.ExtensionContext, channel: vscode.LogOutputChannel) {
   const connection = new BrokerConnectionService();
   const state = new ClusterState(connection);
-  const sessions = new WorkerSessionService(state, connection);
+  const groupChoice = new GroupChoice(connection);
+  const sessions = new WorkerSessionService(state, connection, groupChoice);
   const configurationProvider = new SleuthDebugConfigurationProvider(connection, state, sessions);
   const owner = editorOwner(context.workspaceState);
   const clusterBreakpoints = new ClusterBreakpointStore(connection);
@@ -81,7 +83,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
     showGpu: (id) => gpu.show({ kind: "worker", id }),
   });
   return {
-    walkthrough, cases, parallelStacks, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
+    walkthrough, cases, parallelStacks, groupChoice, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,
     workerLogs, allStop, remote, doctor, compare, inspect, gpu, timeline, languageServer,
   };

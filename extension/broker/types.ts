@@ -87,10 +87,28 @@ export interface StreamEvent {
   data: unknown;
 }
 
-/** Which workers a cluster command acts on; both absent: every paused one. */
+/** Which workers a cluster command acts on; all absent: every paused one. */
 export interface WorkerSelector {
   ranks?: number[];
   workers?: string[];
+  /** A rank group's name (GET /v1/groups): its live members now. */
+  group?: string;
+}
+
+/** A rank group as `GET /v1/groups` lists it: `workers` are its live members now. */
+export interface RankGroup {
+  name: string;
+  ranks: number[];
+  workers: string[];
+  job_id: string | null;
+  expression: string | null;
+}
+
+/** The answer of `POST /v1/step`: who stopped again within the bound, who still runs and why. */
+export interface StepReply {
+  stepped: { worker: string; rank: number | null; paused_at?: unknown }[];
+  running: { worker: string; rank: number | null; reason: string }[];
+  skipped: SkippedWorker[];
 }
 
 /** A worker a continue or pause left alone, and why (e.g. "paused in breakpoint(), waiting for a debugger"). */

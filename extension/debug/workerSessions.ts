@@ -11,6 +11,8 @@ import { attachable } from "../cluster/workerGrouping";
 import type { BrokerAccess } from "../broker/brokerConnection";
 import { sessionKey, sessionName, SleuthAttachConfig } from "./attachConfig";
 import { ClusterSessionAdapter, GroupStep } from "./clusterSessionAdapter";
+import type { GroupChoice } from "./groupChoice";
+import { nextStop, STEP_BOUND_MS, stepTogether } from "./groupStep";
 
 /** A Cluster view element as a command gets it (the view's own type stays with the view). */
 export interface TreeElement {
@@ -29,6 +31,8 @@ export class WorkerSessionService implements vscode.Disposable {
   /** Ids of worker sessions VS Code is stopping (their disconnect or terminate request went out). */
   private readonly stopping = new Set<string>();
   private readonly started = new vscode.EventEmitter<vscode.DebugSession>();
+  /** Fires a session's id at each of its stopped events. */
+  private readonly stoppedEvents = new vscode.EventEmitter<string>();
   private readonly disposables: vscode.Disposable[] = [];
 
   /** Session id → the thread its last stopped event named, while it stays stopped. */
@@ -40,9 +44,12 @@ export class WorkerSessionService implements vscode.Disposable {
     private readonly state: ClusterState,
     /** For Continue / Pause on the parent session: all its worker sessions at once. */
     private readonly broker?: BrokerAccess,
+    /** The rank group the parent session acts on, when one is chosen. */
+    private readonly groups?: GroupChoice,
   ) {
     this.disposables.push(
       this.started,
+      this.stoppedEvents,
       vscode.debug.onDidStartDebugSession((s) => this.sessionStarted(s)),
       vscode.debug.onDidTerminateDebugSession((s) => this.sessionEnded(s)),
       vscode.debug.registerDebugAdapterTrackerFactory(DEBUG_TYPE, {
@@ -58,6 +65,7 @@ export class WorkerSessionService implements vscode.Disposable {
           onDidSendMessage: (m: { type?: string; event?: string; body?: { threadId?: number; allThreadsContinued?: boolean } }) => {
             if (m.type === "event" && m.event === "stopped" && typeof m.body?.threadId === "number") {
               this.stoppedThread.set(session.id, m.body.threadId);
+              this.stoppedEvents.fire(session.id);
             } else if (m.type === "event" && m.event === "continued" && (m.body?.allThreadsContinued !== false || m.body.threadId === this.stoppedThread.get(session.id))) {
               this.stoppedThread.delete(session.id);
             }
@@ -97,17 +105,21 @@ export class WorkerSessionService implements vscode.Disposable {
 
   private async actOnChildren(what: "continue" | "pause"): Promise<void> {
     const client = await this.broker?.ensureClient();
+    const group = this.groups?.current;
     const workers = this.childWorkers();
-    if (!client || workers.length === 0) {
+    if (!client || (workers.length === 0 && !group)) {
       return;
     }
-    const reply = what === "continue" ? await client.continueWorkers({ workers }) : await client.pauseWorkers({ workers });
-    log.info(`Ray cluster session: ${what} on ${workers.length} worker session(s): ${JSON.stringify(reply)}`);
+    // A chosen group plays together: all its members, attached here or not (issue 27).
+    const selector = group ? { group } : { workers };
+    const what2 = group ? `rank group ${group}` : `${workers.length} worker session(s)`;
+    const reply = what === "continue" ? await client.continueWorkers(selector) : await client.pauseWorkers(selector);
+    log.info(`Ray cluster session: ${what} on ${what2}: ${JSON.stringify(reply)}`);
     const skipped = reply.skipped ?? [];
     if (skipped.length) {
       // Said, not only logged: a Pause that did nothing must not look like one that worked.
       const names = skipped.map((s) => `${this.labelOf(s.worker)}: ${s.reason}`).join("; ");
-      void vsapi.showWarningMessage(`Ray Sleuth: ${what} skipped ${skipped.length} of ${workers.length} worker session(s): ${names}`);
+      void vsapi.showWarningMessage(`Ray Sleuth: ${what} skipped ${skipped.length} worker(s) of ${what2}: ${names}`);
     }
   }
 
@@ -118,21 +130,25 @@ export class WorkerSessionService implements vscode.Disposable {
 
   /**
    * Step Over / Into / Out on the parent, or raySleuth.stepGroup: the same step in every paused
-   * worker session under it, at once, each on the thread it stopped on. Resolves when all were
-   * sent; names the sessions whose step failed.
+   * worker session under it, or with a rank group chosen in its members (see groupStep.ts).
    */
   async stepChildren(step: GroupStep = "next"): Promise<void> {
     const parent = this.parent;
-    const paused = [...this.sessions.values()].filter((s) => (!parent || s.parentSession?.id === parent.id) && this.stoppedThread.has(s.id));
-    if (paused.length === 0) {
-      throw new Error("no worker session under the Ray cluster session is paused");
-    }
-    const results = await Promise.allSettled(paused.map((s) => s.customRequest(step, { threadId: this.stoppedThread.get(s.id) })));
-    const failed = results.flatMap((r, i) => (r.status === "rejected" ? [`${paused[i].name}: ${r.reason instanceof Error ? r.reason.message : String(r.reason)}`] : []));
-    log.info(`Ray cluster session: ${step} in ${paused.length - failed.length} of ${paused.length} paused worker session(s)`);
-    if (failed.length) {
-      throw new Error(`${step} failed in ${failed.join("; ")}`);
-    }
+    const members = await this.groups?.members();
+    const under = [...this.sessions].filter(([key, s]) => key.startsWith("worker:") && (!parent || s.parentSession?.id === parent.id));
+    const chosen = members ? under.filter(([key]) => members.includes(key.slice("worker:".length))) : under;
+    await stepTogether({
+      step,
+      group: this.groups?.current,
+      paused: chosen.flatMap(([key, s]) => {
+        const threadId = this.stoppedThread.get(s.id);
+        return threadId === undefined ? [] : [{ worker: key.slice("worker:".length), session: s, threadId }];
+      }),
+      viaBroker: (members ?? []).filter((id) => !this.sessions.has(`worker:${id}`) && this.state.workers.find((w) => w.id === id)?.state === "paused"),
+      broker: this.broker,
+      nextStop: (id) => nextStop(this.stoppedEvents.event, id, STEP_BOUND_MS),
+      labelOf: (id) => this.labelOf(id),
+    });
   }
 
   toString(): string {
