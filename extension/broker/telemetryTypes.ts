@@ -66,6 +66,12 @@ export interface GpuSample {
   total_bytes?: number | null;
   torch_allocated?: number | null;
   torch_max_allocated?: number | null;
+  /** What torch's caching allocator holds (allocated + cached free). */
+  torch_reserved?: number | null;
+  /** Reserved by torch's allocator but free (its cache). */
+  torch_cached_free?: number | null;
+  /** The process's NVML memory that is not torch's: CUDA context, NCCL buffers, other libraries. */
+  not_torch_bytes?: number | null;
 }
 
 /** One worker's GPU history (`GET /v1/gpu`, and the `gpu` stream event with its newest samples). */

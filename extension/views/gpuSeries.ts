@@ -36,6 +36,8 @@ export interface WorkerPoint {
   total: number | null;
   torch: number | null;
   torchPeak: number | null;
+  /** What torch's caching allocator holds (allocated + its free cache). */
+  torchReserved: number | null;
   /** Per GPU (uuid, else index): device used and total, for a node's sums. */
   devices: Map<string, { used: number | null; total: number | null }>;
 }
@@ -50,7 +52,7 @@ export function workerPoints(row: GpuRow): WorkerPoint[] {
   for (const s of row.samples) {
     let p = byT.get(s.t);
     if (!p) {
-      p = { t: s.t, used: 0, deviceUsed: null, total: null, torch: s.torch_allocated ?? null, torchPeak: s.torch_max_allocated ?? null, devices: new Map() };
+      p = { t: s.t, used: 0, deviceUsed: null, total: null, torch: s.torch_allocated ?? null, torchPeak: s.torch_max_allocated ?? null, torchReserved: s.torch_reserved ?? null, devices: new Map() };
       byT.set(s.t, p);
     }
     p.used += s.used_bytes ?? 0;
@@ -115,7 +117,14 @@ export function workerChart(title: string, row: GpuRow | undefined, crashes: rea
     { label: "used (this process, NVML)", kind: "used", values: used },
     { label: "peak", kind: "peak", values: runningMax(used) },
   ];
-  if (points.some((p) => p.torch !== null)) {
+  const stacked = points.some((p) => p.torch !== null && p.torchReserved !== null);
+  if (stacked) {
+    // Three parts of `used`, stacked: torch allocated, + torch's free cache, + not PyTorch.
+    series[0].label = "used (NVML); above torch reserved: not PyTorch (CUDA context, NCCL, other libraries)";
+    series.push({ label: "torch allocated (filled)", kind: "torch", values: points.map((p) => p.torch) });
+    series.push({ label: "torch reserved; above torch allocated: its free cache", kind: "torchReserved", values: points.map((p) => p.torchReserved) });
+    series.push({ label: "torch peak allocated", kind: "torchPeak", values: points.map((p) => p.torchPeak) });
+  } else if (points.some((p) => p.torch !== null)) {
     series.push({ label: "torch allocated", kind: "torch", values: points.map((p) => p.torch) });
     series.push({ label: "torch peak allocated", kind: "torchPeak", values: points.map((p) => p.torchPeak) });
   }
@@ -135,6 +144,7 @@ export function workerChart(title: string, row: GpuRow | undefined, crashes: rea
     markers,
     growing: g ? { from: g.from, to: g.to, label: `growing: +${formatBytes(g.rise)} over the last ${GROWING_WINDOW} samples, never fell` } : null,
     empty: null,
+    stacked,
   };
 }
 

@@ -16,6 +16,8 @@ function styleOf(s: ChartSeries, i: number, p: Palette, growing: boolean): Parti
       return { stroke: p.red, width: 1, dash: [6, 4] };
     case "torch":
       return { stroke: p.green, width: 1.5 };
+    case "torchReserved":
+      return { stroke: p.green, width: 1, dash: [3, 2] };
     case "torchPeak":
       return { stroke: p.green, width: 1, dash: [6, 4] };
     case "deviceUsed":
@@ -25,6 +27,33 @@ function styleOf(s: ChartSeries, i: number, p: Palette, growing: boolean): Parti
     case "worker":
       return { stroke: seriesColor(p, i), width: 1.5 };
   }
+}
+
+/** `#rrggbb` (or any CSS colour) with an alpha, for fills. */
+function withAlpha(color: string, alpha: number): string {
+  const m = /^#([0-9a-f]{6})$/i.exec(color);
+  if (!m) {
+    return color;
+  }
+  const n = parseInt(m[1], 16);
+  return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+/**
+ * The stacked parts of a worker's memory as uPlot bands (series indices count the x series as
+ * 0): torch's free cache between "torchReserved" and "torch", not PyTorch between "used" and
+ * "torchReserved". None unless the model is stacked.
+ */
+export function stackBands(model: GpuChartModel, p: Palette): uPlot.Band[] {
+  const at = (kind: string) => model.series.findIndex((s) => s.kind === kind) + 1;
+  const [used, reserved, torch] = [at("used"), at("torchReserved"), at("torch")];
+  if (!model.stacked || !used || !reserved || !torch) {
+    return [];
+  }
+  return [
+    { series: [reserved, torch], fill: withAlpha(p.green, 0.15) },
+    { series: [used, reserved], fill: withAlpha(p.orange, 0.22) },
+  ];
 }
 
 /** The key of a PNG of the chart (the page's own legend is not on the canvas): each line's label and colour. */
@@ -89,6 +118,7 @@ export function gpuOptions(get: () => GpuChartModel, size: { width: number; heig
   return {
     width: size.width,
     height: size.height,
+    bands: stackBands(model, p),
     cursor: { drag: { x: true, y: false } },
     legend: { live: true },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => byteRange(get(), max) } },
@@ -98,7 +128,14 @@ export function gpuOptions(get: () => GpuChartModel, size: { width: number; heig
     ],
     series: [
       { label: "time", value: (_u, v) => (v === null ? "-" : timeText(v)) },
-      ...model.series.map((s, i) => ({ label: s.label, spanGaps: true, points: { show: false }, value: (_u: uPlot, v: number | null) => bytesText(v), ...styleOf(s, i, p, growing) })),
+      ...model.series.map((s, i) => ({
+        label: s.label,
+        spanGaps: true,
+        points: { show: false },
+        value: (_u: uPlot, v: number | null) => bytesText(v),
+        ...styleOf(s, i, p, growing),
+        ...(model.stacked && s.kind === "torch" ? { fill: withAlpha(p.green, 0.35) } : {}),
+      })),
     ],
     hooks: {
       // Under the lines: the stretch the broker calls growing.

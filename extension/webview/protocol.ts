@@ -6,7 +6,7 @@
 /** One line of the GPU chart. `kind` picks its colour and style in the webview. */
 export interface ChartSeries {
   label: string;
-  kind: "used" | "torch" | "torchPeak" | "peak" | "deviceUsed" | "total" | "worker" | "nodeUsed";
+  kind: "used" | "torch" | "torchReserved" | "torchPeak" | "peak" | "deviceUsed" | "total" | "worker" | "nodeUsed";
   /** One value per x (bytes); null where this series has no sample. */
   values: (number | null)[];
 }
@@ -32,6 +32,11 @@ export interface GpuChartModel {
   growing: { from: number; to: number; label: string } | null;
   /** What to say instead of a chart (no samples). */
   empty: string | null;
+  /**
+   * The process's memory stacked in three parts (issue 26): torch allocated (filled to zero), torch's
+   * cache (between "torch" and "torchReserved") and not PyTorch (between "torchReserved" and "used").
+   */
+  stacked?: boolean;
 }
 
 export type TimelineKind = "step" | "crash" | "stop" | "inspect" | "hang" | "other";

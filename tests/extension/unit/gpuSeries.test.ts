@@ -46,6 +46,22 @@ describe("GPU memory series", () => {
     assert.deepStrictEqual(series(m, "torchPeak"), [700 * MIB, 700 * MIB]);
   });
 
+  it("stacks the process's memory in three parts where torch reports what it reserved (issue 26)", () => {
+    const r = row("w0", 0, [
+      sample(1, 5 * GIB, { torch_allocated: 2 * GIB, torch_reserved: 3 * GIB, torch_max_allocated: 2 * GIB }),
+      sample(2, 6 * GIB, { torch_allocated: 2 * GIB, torch_reserved: 3 * GIB, torch_max_allocated: 2 * GIB }),
+    ]);
+    const m = workerChart("t", r, []);
+    assert.strictEqual(m.stacked, true);
+    assert.deepStrictEqual(series(m, "torch"), [2 * GIB, 2 * GIB], "the bottom part: torch allocated");
+    assert.deepStrictEqual(series(m, "torchReserved"), [3 * GIB, 3 * GIB], "its top: allocated + the free cache");
+    assert.deepStrictEqual(series(m, "used"), [5 * GIB, 6 * GIB], "the top of all: above reserved is not PyTorch's");
+    assert.match(m.series.find((s) => s.kind === "used")?.label ?? "", /not PyTorch/);
+    assert.match(m.series.find((s) => s.kind === "torchReserved")?.label ?? "", /free cache/);
+    const plain = workerChart("t", row("w0", 0, [sample(1, GIB, { torch_allocated: GIB })]), []);
+    assert.strictEqual(plain.stacked, false, "no stack without torch's reserved bytes");
+  });
+
   it("adds up a worker's GPUs at each time", () => {
     const r = row("w0", 0, [sample(1, GIB, { gpu: 0, uuid: "A" }), sample(1, 2 * GIB, { gpu: 1, uuid: "B" })]);
     const [p] = workerPoints(r);

@@ -191,3 +191,47 @@ def test_data_udf_that_raises_leaves_a_record_with_the_udf_frame(client, ray_clu
     assert udf is not None, frames
     assert udf["line"] == marker_line(UDFS, "data-raise")
     assert udf["locals"]["ids"].startswith("ndarray[2] int64"), udf["locals"]  # a summary (#14)
+
+
+DRIVER_FAILS = str(FIXTURES / "data_driver_fails.py")
+
+
+@needs_data
+@pytest.mark.parametrize("shape", ["job-env", "call-env", "submit"])
+def test_a_failing_udf_of_a_job_run_as_its_own_driver_leaves_its_record(client, ray_cluster, shape):
+    """Issue 25, item 10: the driver exits on the UDF's error and Ray ends the job's workers; the
+    record of the raise still arrives, with the UDF's frame, whatever turned the agent on."""
+    known = {c["id"] for c in client.get("/v1/crashes")}
+    if shape == "submit":
+        from ray.job_submission import JobSubmissionClient
+
+        jobs = JobSubmissionClient(f"http://{ray_cluster.dashboard_url}")
+        env = {"env_vars": {"RAYSLEUTH": "1", "PYTHONPATH": str(FIXTURES)}}
+        job = jobs.submit_job(entrypoint=f"python {DRIVER_FAILS} auto plain", runtime_env=env)
+        status = wait_until(
+            lambda: (s := jobs.get_job_status(job)).is_terminal() and s, 150, 0.5, "the submitted job to end"
+        )
+        assert str(status) == "FAILED" and "row 25" in jobs.get_job_logs(job)
+    else:
+        out = subprocess.run(
+            [sys.executable, DRIVER_FAILS, ray_cluster.address_info["gcs_address"], shape],
+            capture_output=True,
+            text=True,
+            timeout=150,
+            env={**os.environ, "RAYSLEUTH": "0"},  # the driver itself runs no agent; its workers do
+            check=False,
+        )
+        assert out.returncode != 0 and "row 25" in out.stderr, out.stderr[-3000:]
+    rec = wait_until(
+        lambda: next(
+            (c for c in client.get("/v1/crashes") if c["id"] not in known and c.get("exc_type") == "ValueError"),
+            None,
+        ),
+        60,
+        0.5,
+        f"the UDF's crash record ({shape})",
+    )
+    full = client.get(f"/v1/crashes/{rec['id']}")
+    udf = next((f for f in full["frames"] if f["function"] == "explode_at_25"), None)
+    assert udf is not None, [(f["path"], f["function"]) for f in full["frames"]]
+    assert udf["line"] == marker_line(DRIVER_FAILS, "driver-raise") and "row 25" in full["message"]
