@@ -148,6 +148,8 @@ export interface CrashRecord {
   traceback: string | null;
   /** The exception's causes and contexts: [{exc_type, message}]. */
   chain: Record<string, unknown>[];
+  /** When a library re-raised the user's error as its own (Ray Data's `UserCodeException`), what the task raised (`ray.exceptions.UserCodeException: UDF failed ...`); the record names the user's error. None otherwise. */
+  raised_as: string | null;
   /** The worker's last timeline events. */
   events: Record<string, unknown>[];
   /** The task or actor method running at the crash. */

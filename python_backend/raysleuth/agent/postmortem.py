@@ -151,14 +151,16 @@ def _task() -> dict:
     return out
 
 
-def _raise_frames(exc, tb) -> list:
-    """The frames to record, innermost first. A library that re-raises a user's error from its
-    own code (Ray Data: `raise UserCodeException(...) from e`) leaves only its own frames on the
-    traceback: the user's frames are then on the cause's, put in front."""
+def _raise_frames(exc, tb) -> tuple[list, BaseException | None]:
+    """The frames to record, innermost first, and the user's exception when a library re-raised it.
+
+    A library that re-raises a user's error from its own code (Ray Data: `raise
+    UserCodeException(...) from e`) leaves only its own frames on the traceback: the user's
+    frames are then on the cause's, put in front, and that cause is the error the record names."""
     from raysleuth.agent import capture
 
     frames = _user_part(capture.traceback_frames(tb))
-    cause, seen = getattr(exc, "__cause__", None), set()
+    cause, seen, users = getattr(exc, "__cause__", None), set(), None
     while (
         cause is not None
         and id(cause) not in seen
@@ -167,8 +169,9 @@ def _raise_frames(exc, tb) -> list:
     ):
         seen.add(id(cause))
         frames = capture.traceback_frames(cause.__traceback__) + frames
+        users = cause
         cause = cause.__cause__
-    return frames
+    return frames, users
 
 
 def build_record(agent, exc_info) -> dict:
@@ -179,22 +182,24 @@ def build_record(agent, exc_info) -> dict:
     t0 = time.perf_counter()
     exc_type, exc, tb = exc_info
     cuda_memory = gpu.cuda_oom_evidence(exc, swallow)  # first: the reprs below may allocate
-    frames = _raise_frames(exc, tb)
+    frames, users = _raise_frames(exc, tb)
     entries = capture.frames_record(frames, locals_frames=LOCALS_FRAMES)
     try:
         text = "".join(traceback.format_exception(exc_type, exc, tb))
     except Exception:  # noqa: BLE001
         swallow("formatting the traceback of %s", exc_type)
         text = ""
+    named = users if users is not None else exc
     record = {
         "kind": "exception",
         "time": time.time(),
-        "exc_type": _qualified(exc_type),
-        "message": _message(exc),
+        "exc_type": _qualified(type(named)),
+        "message": _message(named),
+        "raised_as": f"{_qualified(exc_type)}: {_message(exc)}" if users is not None else None,
         "traceback": text[-MAX_TRACEBACK_CHARS:],
         "frames": entries,
         "sources": capture.sources_of(entries),
-        "chain": _chain(exc),
+        "chain": _chain(named),
         "identity": agent.identity(),
         **_task(),
         "gpu": gpu.sample(swallow),
@@ -237,6 +242,7 @@ def on_exception(agent, exc_info) -> None:
     try:
         record = build_record(agent, exc_info)
         answer = agent.report_crash(dict(record, hold_request=hold_request()))
+        agent.log.info("crash record of %s: %s", type(exc_info[1]).__name__, answer or "waits for a broker")
         hold = hold_seconds(answer)
         if hold > 0 and answer.get("id"):
             _hold(agent, exc_info, record, answer["id"], hold)

@@ -207,7 +207,7 @@ def test_a_failing_udf_of_a_job_run_as_its_own_driver_leaves_its_record(client, 
 
         jobs = JobSubmissionClient(f"http://{ray_cluster.dashboard_url}")
         env = {"env_vars": {"RAYSLEUTH": "1", "PYTHONPATH": str(FIXTURES)}}
-        job = jobs.submit_job(entrypoint=f"python {DRIVER_FAILS} auto plain", runtime_env=env)
+        job = jobs.submit_job(entrypoint=f"{sys.executable} {DRIVER_FAILS} job plain", runtime_env=env)
         status = wait_until(
             lambda: (s := jobs.get_job_status(job)).is_terminal() and s, 150, 0.5, "the submitted job to end"
         )
@@ -235,3 +235,4 @@ def test_a_failing_udf_of_a_job_run_as_its_own_driver_leaves_its_record(client, 
     udf = next((f for f in full["frames"] if f["function"] == "explode_at_25"), None)
     assert udf is not None, [(f["path"], f["function"]) for f in full["frames"]]
     assert udf["line"] == marker_line(DRIVER_FAILS, "driver-raise") and "row 25" in full["message"]
+    assert full["raised_as"].startswith("ray.exceptions.UserCodeException")  # Ray Data's wrapper
