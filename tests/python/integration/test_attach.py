@@ -321,3 +321,47 @@ async def test_attach_steps_show_as_progress_not_as_debug_console_lines(broker, 
     finally:
         await c.close()
         ray.kill(a)
+
+
+async def test_an_attach_to_a_worker_listed_before_its_agent_waits_for_the_agent(broker, client, ray_cluster):
+    """Issue 25, item 9: Ray lists a worker before its agent registers; an attach in that window
+    says it waits and goes on once the agent comes, instead of answering "no agent". (A worker of
+    the same job with an agent is what tells the broker one is expected.)"""
+    peer = ray.remote(num_cpus=0)(ranked_job.RankedTrainer).remote(732, 1)
+    peer_pid = ray.get(peer.pid.remote())
+    wait_until(
+        lambda: any(w["pid"] == peer_pid and w["agent"] for w in client.workers()), 30, 0.2, "a peer agent"
+    )
+    a = (
+        ray.remote(num_cpus=0)(ranked_job.LateAgent)
+        .options(runtime_env={"env_vars": {"RAYSLEUTH": "0"}})
+        .remote()
+    )
+    pid = ray.get(a.pid.remote())
+    w = wait_until(
+        lambda: next((w for w in client.workers() if w["pid"] == pid), None),
+        30,
+        0.2,
+        "the worker listed by Ray",
+    )
+    assert not w["agent"]
+    host, port = dap_address(broker)
+    c = await DapClient.connect(host, port)
+    try:
+        await c.request("initialize", {"adapterID": "raysleuth", "supportsProgressReporting": True})
+        attach = asyncio.ensure_future(
+            c.request("attach", {"token": broker.token, "worker": w["id"]}, timeout=60)
+        )
+        waiting = await c.wait_event(
+            None, lambda body: "waiting for the Ray Sleuth agent" in str(body.get("message")), timeout=30
+        )
+        assert f"pid {pid}" in waiting["body"]["message"] and not attach.done()
+        assert await asyncio.to_thread(ray.get, a.start_agent.remote(), timeout=60)
+        await attach
+        await c.wait_event("initialized", timeout=30)
+        assert next(x for x in client.workers() if x["pid"] == pid)["agent"]
+        await c.request("disconnect", {})
+    finally:
+        await c.close()
+        ray.kill(a)
+        ray.kill(peer)

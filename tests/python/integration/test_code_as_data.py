@@ -224,7 +224,11 @@ def test_a_failing_udf_of_a_job_run_as_its_own_driver_leaves_its_record(client, 
         assert out.returncode != 0 and "row 25" in out.stderr, out.stderr[-3000:]
     rec = wait_until(
         lambda: next(
-            (c for c in client.get("/v1/crashes") if c["id"] not in known and c.get("exc_type") == "ValueError"),
+            (
+                c
+                for c in client.get("/v1/crashes")
+                if c["id"] not in known and c.get("exc_type") == "ValueError"
+            ),
             None,
         ),
         60,
