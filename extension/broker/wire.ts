@@ -148,6 +148,8 @@ export interface CrashRecord {
   traceback: string | null;
   /** The exception's causes and contexts: [{exc_type, message}]. */
   chain: Record<string, unknown>[];
+  /** A failed plain task, kept for "Rerun Under Debugger": {function, path, line (the first line it stops at), args (short reprs), bytes, runtime_env, resources}, or {unavailable: why not}; None for a hard death or a record from an older agent. */
+  rerun: Record<string, unknown> | null;
   /** When a library re-raised the user's error as its own (Ray Data's `UserCodeException`), what the task raised (`ray.exceptions.UserCodeException: UDF failed ...`); the record names the user's error. None otherwise. */
   raised_as: string | null;
   /** The worker's last timeline events. */

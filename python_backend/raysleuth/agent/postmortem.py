@@ -207,6 +207,12 @@ def build_record(agent, exc_info) -> dict:
         "events": _events(agent),
         "faulthandler": None,
     }
+    if users is None:  # the user's own task raised: keep the call for a rerun
+        from raysleuth.agent import rerun
+
+        record["rerun"], blob = rerun.capture(frames, _ray_internal)
+        if blob is not None:
+            record["rerun_blob"] = blob
     record["capture_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return record
 

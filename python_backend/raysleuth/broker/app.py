@@ -44,6 +44,7 @@ from raysleuth.broker.points.inspect import Inspections
 from raysleuth.broker.points.service import PointService, PointSet
 from raysleuth.broker.postmortem.crashes import CrashStore
 from raysleuth.broker.postmortem.filing import PostMortem
+from raysleuth.broker.postmortem.rerun import Reruns
 from raysleuth.broker.radar.doctor import Doctor
 from raysleuth.broker.radar.stacks import StacksService
 from raysleuth.broker.tasks import OwnedTasks
@@ -112,6 +113,7 @@ class Broker:
         self.watches = WatchService(self.points, hub, self.tasks, self._live_ranks)
         self.timeline = Timeline(hub)
         self.postmortem = PostMortem(self.crashes, self.timeline, self.table, self.relays, hub)
+        self.reruns = Reruns(self.crashes, self.points, self.table, hub, self._job_id)
         self.inspect = Inspections(hub)
         self.inbox = Inbox(self.table, self.timeline, self.points.points, self.postmortem, hub, self.inspect)
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
@@ -127,6 +129,14 @@ class Broker:
 
     def __str__(self) -> str:
         return f"Broker[{self.http_url}]"
+
+    def _job_id(self) -> str | None:
+        """The broker's own Ray job (where reruns run), once it is connected."""
+        if self.ray_context is None:
+            return None
+        import ray
+
+        return ray.get_runtime_context().get_job_id()
 
     def status(self) -> dict:
         api = self.state_api
@@ -257,6 +267,7 @@ class Broker:
             cases=self.cases,
             watches=self.watches,
             groups=self.groups,
+            reruns=self.reruns,
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
@@ -309,6 +320,7 @@ class Broker:
         await self.tasks.close()
         await self.relays.close()
         await self.postmortem.close()
+        await self.reruns.close()
         self.hub.on_watched = None
         self.hub.close()
         dap_server.close()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from raysleuth.broker.points.inspect import Inspections
     from raysleuth.broker.points.service import PointService
     from raysleuth.broker.postmortem.crashes import CrashStore
+    from raysleuth.broker.postmortem.rerun import Reruns
     from raysleuth.broker.radar.doctor import Doctor
     from raysleuth.broker.radar.stacks import StacksService
     from raysleuth.broker.telemetry.gpu import GpuHistory
@@ -87,6 +88,8 @@ class Services:
     #: First-divergence watches (issue 26).
     groups: GroupBook
     #: Rank groups (issue 27).
+    reruns: Reruns
+    #: Failed tasks run again under the debugger (issue 26).
 
 
 def make_app(svc: Services) -> web.Application:
@@ -286,6 +289,9 @@ def make_app(svc: Services) -> web.Application:
             )
         return web.json_response(rec.to_json())
 
+    async def post_rerun(request: web.Request) -> web.Response:
+        return web.json_response(await svc.reruns.start(request.match_info["id"]))
+
     async def get_stacks(request: web.Request) -> web.Response:
         return web.json_response(await svc.stacks.take(StacksQuery.from_params(request.query)))
 
@@ -316,6 +322,7 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/events", get_events)
     app.router.add_get("/v1/crashes", get_crashes)
     app.router.add_get("/v1/crashes/{id}", get_crash)
+    app.router.add_post("/v1/crashes/{id}/rerun", post_rerun)
     app.router.add_get("/v1/breakpoints", get_breakpoints)
     app.router.add_put("/v1/breakpoints", put_breakpoints)
     app.router.add_delete("/v1/breakpoints", delete_breakpoints)

@@ -109,6 +109,12 @@ def cmd_stacks(args) -> int:
     return run_stacks(_client(args), args)
 
 
+def cmd_rerun(args) -> int:
+    from raysleuth.cli.rerun import run_rerun
+
+    return run_rerun(_client(args), args.id, args.json)
+
+
 def cmd_group(args) -> int:
     from raysleuth.cli.groups import run_group
 
@@ -202,6 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(co)
     co.set_defaults(fn=cmd_collectives)
+
+    rr = sub.add_parser(
+        "rerun", help="run a failed task again, stopped at its first line, to step to the raise"
+    )
+    rr.add_argument("id", help="the crash record's id (raysleuth crashes)")
+    rr.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
+    client_opts(rr)
+    rr.set_defaults(fn=cmd_rerun)
 
     gr = sub.add_parser("group", help="rank groups: list them, make one, show or delete one")
     gr.add_argument("name", nargs="?", help="the group (none: list every group)")

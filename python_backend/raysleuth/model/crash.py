@@ -50,6 +50,10 @@ class CrashRecord:
     #: The formatted traceback (bounded).
     chain: list[dict] = field(default_factory=list)
     #: The exception's causes and contexts: [{exc_type, message}].
+    rerun: dict | None = None
+    #: A failed plain task, kept for "Rerun Under Debugger": {function, path, line (the first
+    #: line it stops at), args (short reprs), bytes, runtime_env, resources}, or {unavailable:
+    #: why not}; None for a hard death or a record from an older agent.
     raised_as: str | None = None
     #: When a library re-raised the user's error as its own (Ray Data's `UserCodeException`), what
     #: the task raised (`ray.exceptions.UserCodeException: UDF failed ...`); the record names the
@@ -74,7 +78,8 @@ class CrashRecord:
     SUMMARY = ("id", "time", "kind", "exc_type", "message", "hint", "worker", "held_until")
     DETAIL = SUMMARY + (
         "frames", "gpu", "cuda_memory", "ray_check", "faulthandler", "traceback", "chain", "raised_as",
-        "events", "task", "task_id", "exit_type", "exit_detail", "last_report", "capture_ms", "sources",
+        "rerun", "events", "task", "task_id", "exit_type", "exit_detail", "last_report", "capture_ms",
+        "sources",
     )  # fmt: skip
 
     @classmethod

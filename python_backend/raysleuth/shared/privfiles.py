@@ -16,14 +16,14 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-def write_private(path: Path | str, text: str) -> None:
-    """Write `text` to `path` atomically, created 0600 (never readable by others, not even for a
-    moment); the folder must exist."""
+def write_private(path: Path | str, text: str | bytes) -> None:
+    """Write `text` (or bytes) to `path` atomically, created 0600 (never readable by others, not
+    even for a moment); the folder must exist."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.chmod(tmp, FILE_MODE)  # an old tmp file of ours may have had another mode
         os.replace(tmp, path)

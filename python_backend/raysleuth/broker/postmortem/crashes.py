@@ -149,6 +149,7 @@ class CrashStore:
             self._records.pop(rec.id, None)
             try:
                 (self.dir / f"{rec.id}.json").unlink()
+                (self.dir / f"{rec.id}.rerun").unlink(missing_ok=True)
             except OSError as exc:
                 log.warning("could not remove old crash record %s: %s", rec.id, exc)
 
@@ -164,7 +165,9 @@ class CrashStore:
         )
 
     def add(self, rec: dict | CrashRecord) -> CrashRecord:
-        """Store a record (an id is given if it has none); returns it with its hint."""
+        """Store a record (an id is given if it has none); returns it with its hint. A failed
+        task's call kept for a rerun (`rerun_blob`, a pickle) goes to `<id>.rerun` beside it."""
+        blob = rec.pop("rerun_blob", None) if isinstance(rec, dict) else None
         rec = CrashRecord.from_json(rec) if isinstance(rec, dict) else rec
         if not valid_id(rec.id):
             rec.id = new_id()
@@ -175,9 +178,23 @@ class CrashStore:
         self._records[rec.id] = rec
         self._latest = None
         rec.hint = hint_for(rec, self.restarts(rec))
+        if isinstance(blob, bytes) and rec.rerun is not None:
+            try:
+                private_dir(self.dir)
+                write_private(self.dir / f"{rec.id}.rerun", blob)
+            except OSError:
+                log.exception("could not keep crash %s's call for a rerun", rec.id)
+                rec.rerun = {"unavailable": "the broker could not keep its call"}
         self._write(rec)
         self._trim()
         return rec
+
+    def rerun_blob(self, crash_id: str) -> bytes | None:
+        """The failed call kept for a rerun of this crash (a pickle), or None."""
+        try:
+            return (self.dir / f"{crash_id}.rerun").read_bytes() if valid_id(crash_id) else None
+        except OSError:
+            return None
 
     def _write(self, rec: CrashRecord) -> None:
         try:

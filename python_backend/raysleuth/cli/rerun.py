@@ -1,0 +1,21 @@
+"""`raysleuth rerun CRASH_ID [--json]`: run a failed task again, stopped at its function's first
+line (issue 26), and say how to attach."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+
+def run_rerun(client, crash_id: str, json_out: bool) -> int:
+    reply = client.request("POST", f"/v1/crashes/{quote(crash_id, safe='')}/rerun", {})
+    if json_out:
+        print(json.dumps(reply, indent=1))
+        return 0
+    at = reply.get("paused_at") or {}
+    print(f"{reply['rerun']}: {reply.get('function')}({', '.join(reply.get('args') or [])})")
+    where = f"{at.get('path')}:{at.get('line')}"
+    who = f"worker {reply['worker'][:8]} (pid {reply.get('pid')}, job {reply.get('job_id')})"
+    print(f"stopped at {where} in {who}")
+    print(f"attach: raysleuth attach {reply['worker']}   (or click it in VS Code's Cluster view)")
+    return 0
