@@ -39,6 +39,7 @@ export const Commands = {
   continueGroup: "raySleuth.continueGroup",
   pauseGroup: "raySleuth.pauseGroup",
   chooseRankGroup: "raySleuth.chooseRankGroup",
+  rerunCrash: "raySleuth.rerunCrash",
   refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",

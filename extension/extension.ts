@@ -12,6 +12,7 @@ import type { BrokerClient } from "./broker/brokerClient";
 import type { SleuthLanguageClient } from "./lsp/languageClient";
 import { buildServices, disposables, Services } from "./services";
 import type { ParallelItem } from "./views/parallelTree";
+import { rerunCrash } from "./views/rerunCrash";
 
 /** What activate() returns: the services, for the extension tests, and nothing else. */
 export type RaySleuthApi = Services & {
@@ -56,6 +57,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.makeRankGroup, (item) => services.parallelStacks.makeGroup(item as ParallelItem | undefined)),
     registerCommand(Commands.continueGroup, (item) => services.parallelStacks.actOnGroup("continue", item as ParallelItem | undefined)),
     registerCommand(Commands.pauseGroup, (item) => services.parallelStacks.actOnGroup("pause", item as ParallelItem | undefined)),
+    registerCommand(Commands.rerunCrash, (target) => rerunCrash(connection, (w) => sessions.attachWorker(w), target)),
     registerCommand(Commands.chooseRankGroup, (name) => services.groupChoice.choose(typeof name === "string" ? name : undefined)),
     registerCommand(Commands.refreshCases, () => services.cases.refresh()),
     registerCommand(Commands.watchDivergence, (args) => services.cases.watchSelection(args as Parameters<typeof services.cases.watchSelection>[0])),

@@ -115,6 +115,8 @@ export interface CrashSummary {
   worker: CrashWorker;
   /** While the crashed worker is held for an attach: when it is let go. */
   held_until: number | null;
+  /** The failed call is kept: `POST /v1/crashes/{id}/rerun` runs it again under the debugger. */
+  can_rerun: boolean;
 }
 
 export interface CrashRecord {

@@ -186,7 +186,7 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
       [`**${c.exc_type ?? c.kind}** ${c.message ?? ""}`, "", c.hint ?? "", "", `crash ${c.id} · ${when.toLocaleString()}`].join("\n"),
     );
     item.iconPath = new vscode.ThemeIcon(c.kind === "exception" ? "bug" : "flame");
-    item.contextValue = "crash";
+    item.contextValue = c.can_rerun ? "crashRerun" : "crash";
     item.id = c.id;
     item.command = { command: Commands.inspectCrash, title: "Inspect", arguments: [c.id] };
     return item;

@@ -2,9 +2,8 @@
 Debugger"). At the failure the agent pickles the task's function (by reference where it can be
 imported, by value otherwise, as Ray does) and its arguments as the failed call's frame holds them
 at the raise, while they are small (RAYSLEUTH_RERUN_MAX_BYTES, 64 MiB); the broker keeps the
-pickle beside the crash record. A rerun is `run()`, submitted by the broker as a new task: it
-rebuilds the call, has the agent arm the function against the point set (where the broker put a
-one-shot breakpoint on its first line), and calls it.
+pickle beside the crash record. A rerun is `raysleuth.shared.rerun_task.run`, submitted by the
+broker as a new task.
 
 Only plain tasks: an actor method's state has moved on since, and a library's own task (Ray Data's
 map task) is not the user's function.
@@ -15,7 +14,6 @@ from __future__ import annotations
 import dis
 import inspect
 import os
-import sys
 
 from raysleuth.agent.log import swallow
 
@@ -114,15 +112,3 @@ def _resources(ctx) -> dict:
         return {k: v for k, v in (ctx.get_assigned_resources() or {}).items() if k in ("CPU", "GPU")}
     except Exception:  # noqa: BLE001
         return {}
-
-
-def run(blob: bytes, rerun_id: str):
-    """The rerun task: the failed call again, armed first so its first line stops."""
-    import ray.cloudpickle as cloudpickle
-
-    fn, args, kwargs = cloudpickle.loads(blob)
-    agent = sys.modules.get("raysleuth.agent")
-    a = agent.get_agent() if agent is not None else None
-    if a is not None:
-        a.code_loaded(fn)  # reads the set the broker just wrote to Ray's KV: the stop is armed
-    return fn(*args, **kwargs)

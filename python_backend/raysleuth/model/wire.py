@@ -126,3 +126,5 @@ class CrashSummary(TypedDict):
     worker: CrashWorker
     #: While the crashed worker is held for an attach: when it is let go.
     held_until: float | None
+    #: The failed call is kept: `POST /v1/crashes/{id}/rerun` runs it again under the debugger.
+    can_rerun: bool

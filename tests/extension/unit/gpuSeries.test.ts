@@ -19,7 +19,7 @@ function row(worker: string, rank: number | null, samples: GpuSample[], growing 
 }
 
 function crash(id: string, worker: string, time: number, kind: CrashRecordSummary["kind"], exc: string | null = null): CrashRecordSummary {
-  return { id, time, kind, exc_type: exc, message: null, hint: null, worker: { id: worker, rank: 0 }, held_until: null };
+  return { id, time, kind, exc_type: exc, message: null, hint: null, worker: { id: worker, rank: 0 }, held_until: null, can_rerun: false };
 }
 
 const series = (m: ReturnType<typeof workerChart>, kind: string) => m.series.find((s) => s.kind === kind)?.values;

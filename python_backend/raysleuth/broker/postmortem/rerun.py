@@ -137,7 +137,7 @@ class Reruns:
 def _submit(blob: bytes, rid: str, info: dict):
     import ray
 
-    from raysleuth.agent import rerun
+    from raysleuth.shared import rerun_task
 
     res = info.get("resources") or {}
     options: dict = {"name": f"{rid} {info.get('function')}", "max_retries": 0}
@@ -146,4 +146,4 @@ def _submit(blob: bytes, rid: str, info: dict):
         options["num_gpus"] = res["GPU"]
     if info.get("runtime_env"):
         options["runtime_env"] = info["runtime_env"]
-    return ray.remote(rerun.run).options(**options).remote(blob, rid)
+    return ray.remote(rerun_task.run).options(**options).remote(blob, rid)
