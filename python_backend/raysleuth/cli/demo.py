@@ -57,7 +57,7 @@ class Trainer:
         grad_scale = 1.0
         if self.rank == BAD_RANK and DIVERGE_AT <= step <= FAIL_AT:
             grad_scale = 3.0 ** (step - DIVERGE_AT + 1)  # exploding gradients on one rank, once
-        loss = 0.0
+        loss = 0.0  # the demo watches grad_scale here: ranks agree until step DIVERGE_AT
         for i, w in enumerate(self.weights):
             g = (w - math.sin(i + step * 0.01)) * grad_scale
             self.weights[i] = w - self.lr * g
@@ -107,6 +107,28 @@ def _wait_for_watcher(client, stop: dict) -> None:
         time.sleep(0.5)
     if not stop["now"]:
         _say("      an editor watches: training on")
+
+
+def _watch_for_divergence(client) -> None:
+    """A first-divergence watch on `grad_scale` in Trainer.step, lined up by `step`: it names rank
+    BAD_RANK at step DIVERGE_AT as a case (issue 26)."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(Trainer.step)
+    line = first + next(i for i, text in enumerate(lines) if "the demo watches grad_scale" in text)
+    client.post(
+        "/v1/watches",
+        {"path": os.path.abspath(__file__), "line": line, "expressions": ["grad_scale"], "step": "step"},
+    )
+    _say(f"      watching grad_scale across ranks at demo.py:{line} (raysleuth cases shows what it finds)")
+
+
+def _say_new_cases(client, seen: set) -> None:
+    """Each case the broker filed since the last look, as one line: the detective's findings."""
+    for case in reversed(client.get("/v1/cases")):
+        if case["id"] not in seen:
+            seen.add(case["id"])
+            _say(f"      case ({case['kind']}): {case['summary']}")
 
 
 def _live_broker_file(sd: Path) -> bool:
@@ -168,6 +190,8 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         workers = _wait_for_ranked_workers(client, WORLD_SIZE, timeout=60)
         print(format_workers(workers), flush=True)
         _say(_connect_help(sd, broker))
+        _watch_for_divergence(client)
+        seen_cases: set = set()
 
         _say("[4/4] training" + (" until Ctrl-C" if forever else f" for {steps} steps") + " ...")
         step = 0
@@ -184,6 +208,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
                     if not _planned_crash(r, step, exc.cause):
                         unplanned.append(f"step {step}, rank {r}: {exc.cause!r}")
             ray.get(batch)
+            _say_new_cases(client, seen_cases)
             if unplanned:
                 _say(
                     f"error: the demo's training failed where it should not ({unplanned[0]}).\n"
@@ -194,6 +219,7 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
             if step % 10 == 0:
                 _say(f"      step {step}")
             step += 1
+        _say_new_cases(client, seen_cases)
         print(format_workers(client.workers()), flush=True)
     except KeyboardInterrupt:
         pass
