@@ -27,6 +27,8 @@ PENDING_REASON = (
 )
 
 
+LINK_STOP_WAIT_S = 5.0
+"""How long a step waits for a link the broker just opened to see its worker's stop."""
 STEP_KINDS = ("next", "stepIn", "stepOut")
 STEP_WAIT_S = 5.0
 """How long a group step waits for each rank to stop again before naming it as still running."""
@@ -194,6 +196,15 @@ class Control:
         async def one(w: Worker) -> None:
             who = {"worker": w.id, "rank": w.rank}
             link = self.leases.get(w.id)
+            if link is None and w.agent:
+                # Paused at a cluster breakpoint and no session on it: the broker opens the link
+                # itself (as an evaluate does); the stop then reaches it once attached.
+                try:
+                    link = await self.leases.lease(w, None)
+                    await link.wait_stopped(LINK_STOP_WAIT_S)
+                except Exception as exc:  # noqa: BLE001 - said in `skipped`, the others step on
+                    res["skipped"].append(dict(who, reason=f"its debugger did not open: {exc}"))
+                    return
             if link is None or not link.stopped:
                 res["skipped"].append(
                     dict(who, reason="no debugger link holds it stopped: attach to it, then step")
