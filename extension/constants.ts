@@ -15,6 +15,7 @@ export const CRASHES_VIEW_ID = "raySleuth.crashes";
 export const STACKS_VIEW_ID = "raySleuth.stacks";
 export const CASES_VIEW_ID = "raySleuth.cases";
 export const PARALLEL_STACKS_VIEW_ID = "raySleuth.parallelStacks";
+export const COLLECTIVES_VIEW_ID = "raySleuth.collectives";
 
 export const Commands = {
   connect: "raySleuth.connect",
@@ -40,6 +41,7 @@ export const Commands = {
   pauseGroup: "raySleuth.pauseGroup",
   chooseRankGroup: "raySleuth.chooseRankGroup",
   rerunCrash: "raySleuth.rerunCrash",
+  showCollectives: "raySleuth.showCollectives",
   refreshCases: "raySleuth.refreshCases",
   refreshCrashes: "raySleuth.refreshCrashes",
   showStacks: "raySleuth.showStacks",

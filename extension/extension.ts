@@ -57,6 +57,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     registerCommand(Commands.makeRankGroup, (item) => services.parallelStacks.makeGroup(item as ParallelItem | undefined)),
     registerCommand(Commands.continueGroup, (item) => services.parallelStacks.actOnGroup("continue", item as ParallelItem | undefined)),
     registerCommand(Commands.pauseGroup, (item) => services.parallelStacks.actOnGroup("pause", item as ParallelItem | undefined)),
+    registerCommand(Commands.showCollectives, () => services.collectives.refresh()),
     registerCommand(Commands.rerunCrash, (target) => rerunCrash(connection, (w) => sessions.attachWorker(w), target)),
     registerCommand(Commands.chooseRankGroup, (name) => services.groupChoice.choose(typeof name === "string" ? name : undefined)),
     registerCommand(Commands.refreshCases, () => services.cases.refresh()),

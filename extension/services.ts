@@ -34,6 +34,7 @@ import { TimelineService } from "./views/timelinePanel";
 import { WalkthroughProgress } from "./views/walkthroughProgress";
 import { CasesService } from "./views/casesView";
 import { ParallelStacksService } from "./views/parallelStacksView";
+import { CollectivesService } from "./views/collectivesView";
 import { SleuthLanguageClient } from "./lsp/languageClient";
 
 
@@ -74,6 +75,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
   state.onDidChange(() => state.status === "connected" && languageServer.brokerAvailable());
   const walkthrough = new WalkthroughProgress();
   const parallelStacks = new ParallelStacksService(connection, state);
+  const collectives = new CollectivesService(connection);
   const cases = new CasesService(connection, {
     inspectCrash: async (id) => {
       await crashes.refresh();
@@ -83,7 +85,7 @@ export function buildServices(context: vscode.ExtensionContext, channel: vscode.
     showGpu: (id) => gpu.show({ kind: "worker", id }),
   });
   return {
-    walkthrough, cases, parallelStacks, groupChoice, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
+    walkthrough, cases, parallelStacks, collectives, groupChoice, connection, state, sessions, configurationProvider, clusterBreakpoints, mirror, rankBreakpoints, autoAttach,
     control, logpoints, workerTree, treeView, statusBar, decorations, evaluate, snapshots, crashes, stacks,
     workerLogs, allStop, remote, doctor, compare, inspect, gpu, timeline, languageServer,
   };
