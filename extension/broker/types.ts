@@ -158,6 +158,8 @@ export interface EvaluateResult {
   worker: string;
   value?: string;
   error?: string;
+  /** A tensor's or array's statistics and hash: what the ranks are compared on. */
+  summary?: TensorSummary;
 }
 
 /** The body of `POST /v1/snapshots`. */

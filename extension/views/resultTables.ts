@@ -2,6 +2,8 @@
 // snapshot rows (rank × local variable), with the cells that stand out from the
 // others marked. No vscode import, so it is tested without a window.
 import { EvaluateResult, SnapshotRow } from "../broker/types";
+import type { TensorSummary } from "../broker/telemetryTypes";
+import { formatNumber, shapeText, summaryText } from "./tensorTable";
 
 /**
  * Which cells of one column differ. All equal: none. One value most common:
@@ -53,8 +55,12 @@ export interface EvaluateRow {
 export function evaluateRows(results: readonly EvaluateResult[]): EvaluateRow[] {
   const sorted = [...results].sort((a, b) => compareRank(a.rank, b.rank) || a.worker.localeCompare(b.worker));
   const isError = (r: EvaluateResult) => r.value === undefined && r.error !== undefined;
-  const text = (r: EvaluateResult) => (isError(r) ? String(r.error) : String(r.value ?? ""));
-  const differs = divergentCells(sorted.map((r) => (isError(r) ? `error: ${text(r)}` : text(r))));
+  // A tensor is compared on its shape, dtype and content hash (its repr says little), and shown
+  // with its statistics and the hash's head, so the row that differs says how.
+  const tensor = (s: TensorSummary) => `${summaryText(s)} std=${formatNumber(s.std)} hash=${(s.hash ?? "-").slice(0, 8)}`;
+  const text = (r: EvaluateResult) => (isError(r) ? String(r.error) : r.summary ? tensor(r.summary) : String(r.value ?? ""));
+  const key = (r: EvaluateResult) => (isError(r) ? `error: ${text(r)}` : r.summary ? `${shapeText(r.summary.shape)} ${r.summary.dtype} ${r.summary.hash ?? text(r)}` : text(r));
+  const differs = divergentCells(sorted.map(key));
   return sorted.map((r, i) => ({ rank: r.rank, worker: r.worker, text: text(r), isError: isError(r), differs: differs[i] }));
 }
 

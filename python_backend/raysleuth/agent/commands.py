@@ -66,7 +66,16 @@ def evaluate(expression: str) -> dict:
         return {"ok": True, "error": exc, **where}
     if exc is not None:  # the user's expression failed: that is the answer
         return {"ok": True, "error": f"{type(exc).__name__}: {exc}", **where}
-    return {"ok": True, "value": bounded_repr(value), "type": type(value).__name__, **where}
+    out = {"ok": True, "value": bounded_repr(value), "type": type(value).__name__, **where}
+    from raysleuth.agent.log import swallow
+    from raysleuth.model.tensors import is_tensor_like, summary
+
+    if is_tensor_like(value):
+        try:  # what Compare Across Paused Ranks lines up: the statistics and the hash, not the repr
+            out["summary"] = dict(summary(value), name=expression)
+        except Exception:  # noqa: BLE001 - the repr still answers
+            swallow("summarizing an evaluated tensor")
+    return out
 
 
 def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, object]:

@@ -118,4 +118,37 @@ describe("The detective and rank groups against the demo's real broker", functio
       await client.requestJson("DELETE", "/v1/groups/ext-pair");
     }
   });
+
+  it("Compare Across Paused Ranks on a variable: three paused ranks give three rows, rank 2's grad marked", async function () {
+    this.timeout(120_000);
+    const client = demoClient();
+    const demo = path.join(root, "python_backend", "raysleuth", "cli", "demo.py");
+    const line = fs.readFileSync(demo, "utf8").split("\n").findIndex((l) => l.includes('raysleuth.inspect("grad", grad, step=step)')) + 1;
+    const owner = "ext-compare";
+    // All-stop would pause ranks 1-2 wherever they are once rank 0 stops: off for this test.
+    const allStop = (await client.getSettings()).all_stop;
+    await client.requestJson("PUT", "/v1/settings", { all_stop: false });
+    await client.requestJson("PUT", "/v1/breakpoints", { path: demo, owner, breakpoints: [{ line, condition: "[rank 0-2]" }] });
+    try {
+      await waitFor(
+        "ranks 0-2 paused at the inspect line",
+        async () => {
+          const ws = (await client.getWorkers()).filter((w) => w.actor_class === "Trainer" && w.state === "paused" && w.paused_at?.line === line);
+          return ws.length === 3 && ws;
+        },
+        60_000,
+      );
+      await client.requestJson("PUT", "/v1/breakpoints", { path: demo, owner, breakpoints: [] });
+      // As the Variables pane's context menu hands it over.
+      const rows = await api.evaluate.compareVariable({ container: { name: "Locals" }, variable: { name: "grad", evaluateName: "grad", value: "array(...)" } });
+      assert.ok(rows, "rows");
+      assert.deepStrictEqual(rows.map((r) => r.rank), [0, 1, 2]);
+      assert.deepStrictEqual(rows.map((r) => r.differs), [false, false, true], JSON.stringify(rows));
+    } finally {
+      await client.requestJson("PUT", "/v1/breakpoints", { path: demo, owner, breakpoints: [] });
+      await client.continueWorkers({ ranks: [0, 1, 2] });
+      await client.requestJson("PUT", "/v1/settings", { all_stop: allStop });
+    }
+  });
 });
+

@@ -35,6 +35,18 @@ describe("Cross-rank result tables", () => {
     assert.ok(!html.includes("<script"), "no script in the panel");
   });
 
+  it("compares tensors on their hash, not their repr, and shows their statistics (issue 27)", () => {
+    const t = (hash: string) => ({ name: "grad", shape: [1024], dtype: "float32", device: "cpu", numel: 1024, mean: 0.1, std: 0.7, min: -1, max: 1, norm: 22, nan: 0, inf: 0, hash });
+    const same = "ndarray[1024] float32 norm=2.2e+01 nan=0";
+    const rows = evaluateRows([
+      { rank: 2, worker: "w2", value: same, summary: t("bbbbbbbbbbbb") },
+      { rank: 0, worker: "w0", value: same, summary: t("aaaaaaaaaaaa") },
+      { rank: 1, worker: "w1", value: same, summary: t("aaaaaaaaaaaa") },
+    ]);
+    assert.deepStrictEqual(rows.map((r) => [r.rank, r.differs]), [[0, false], [1, false], [2, true]]);
+    assert.match(rows[2].text, /^Tensor\[1024\] float32 cpu norm=2\.2e\+01 mean=1\.0e-01 std=0\.7 hash=bbbbbbbb$/);
+  });
+
   it("builds rank × local variable over the innermost frame, rows by rank then time", () => {
     const row = (rank: number, time: number, locals: Record<string, string>): SnapshotRow => ({
       rank,

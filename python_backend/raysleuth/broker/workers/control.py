@@ -99,6 +99,8 @@ class Control:
                 return dict(row, error=f"{type(exc).__name__}: {exc}")
             if res.get("ok") and "value" in res:
                 row.update(value=res["value"], type=res.get("type"))
+                if isinstance(res.get("summary"), dict):
+                    row["summary"] = res["summary"]
             else:
                 row["error"] = res.get("error") or "no answer"
             if res.get("path"):
