@@ -249,7 +249,8 @@ export class BrokerClient {
   }
 
   /** One JSON request; rejects with a BrokerError that says what to do. */
-  async requestJson<T>(method: string, path: string, body?: unknown): Promise<T> {
+  /** `timeoutMs`: this request's bound, for one the broker answers only once a long step is done. */
+  async requestJson<T>(method: string, path: string, body?: unknown, timeoutMs = this.timeoutMs): Promise<T> {
     const what = `${method} ${path}`;
     let status: number;
     let text: string;
@@ -263,7 +264,7 @@ export class BrokerClient {
           ...(body === undefined ? {} : { "Content-Type": "application/json" }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
       status = res.status;
       text = await res.text();
@@ -271,7 +272,7 @@ export class BrokerClient {
       if (!(err instanceof BrokerError)) {
         this.proven = undefined; // the connection failed: whoever answers next proves itself again
       }
-      throw fetchError(this.url, this.timeoutMs, err, what);
+      throw fetchError(this.url, timeoutMs, err, what);
     }
     if (status < 200 || status >= 300) {
       throw statusError(this.url, status, text, what);

@@ -7,6 +7,9 @@ import * as vsapi from "../common/vscodeapi";
 import type { BrokerAccess } from "../broker/brokerConnection";
 import type { WorkerInfo } from "../broker/types";
 
+/** The broker waits up to 60 s for the rerun to reach its first line (a worker may have to start). */
+const RERUN_TIMEOUT_MS = 90_000;
+
 /** What `POST /v1/crashes/{id}/rerun` answers. */
 export interface RerunReply {
   rerun: string;
@@ -33,7 +36,7 @@ export async function rerunCrash(
   }
   try {
     const reply = await vsapi.withProgress(`Ray Sleuth: running crash ${id}'s task again, to stop at its first line…`, () =>
-      client.requestJson<RerunReply>("POST", `/v1/crashes/${encodeURIComponent(id)}/rerun`, {}),
+      client.requestJson<RerunReply>("POST", `/v1/crashes/${encodeURIComponent(id)}/rerun`, {}, RERUN_TIMEOUT_MS),
     );
     log.info(`Rerun ${reply.rerun} of crash ${id}: ${reply.function}(${reply.args.join(", ")}) stopped in worker ${reply.worker} (${reply.note})`);
     const worker = (await client.getWorkers()).find((w) => w.id === reply.worker);

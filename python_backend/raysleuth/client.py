@@ -80,7 +80,9 @@ class BrokerClient:
     def _agent() -> dict:
         return {"User-Agent": f"raysleuth-cli (pid {os.getpid()})"}
 
-    def request(self, method: str, path: str, body=None):
+    def request(self, method: str, path: str, body=None, timeout: float | None = None):
+        """`timeout`: this request's bound (default the client's), for one the broker answers only
+        once a long step is done (a rerun that starts a worker)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
             self.url + path,
@@ -93,7 +95,7 @@ class BrokerClient:
             },
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 return json.load(resp)
         except urllib.error.HTTPError as exc:
             try:

@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 
 def run_rerun(client, crash_id: str, json_out: bool) -> int:
-    reply = client.request("POST", f"/v1/crashes/{quote(crash_id, safe='')}/rerun", {})
+    # The broker answers once the rerun stopped at its first line: up to a minute for a new worker.
+    reply = client.request("POST", f"/v1/crashes/{quote(crash_id, safe='')}/rerun", {}, timeout=90)
     if json_out:
         print(json.dumps(reply, indent=1))
         return 0

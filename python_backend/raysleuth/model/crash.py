@@ -101,7 +101,7 @@ class CrashRecord:
         return CrashSummary(
             id=self.id, time=self.time, kind=self.kind, exc_type=self.exc_type, message=self.message,
             hint=self.hint, worker=self.worker, held_until=self.held_until,
-            can_rerun=bool(self.rerun) and not self.rerun.get("unavailable"),
+            can_rerun=self.rerun is not None and bool(self.rerun) and not self.rerun.get("unavailable"),
         )  # fmt: skip
 
     def to_json(self) -> dict:

@@ -36,7 +36,7 @@ def test_a_failed_task_reruns_stopped_at_its_first_line_and_raises_again(client,
     assert kept["args"] == ["[1, 2, 3]", "0", "shift=5"], kept
 
     known.add(rec["id"])
-    reply = client.post(f"/v1/crashes/{rec['id']}/rerun", {})
+    reply = client.request("POST", f"/v1/crashes/{rec['id']}/rerun", {}, timeout=90)  # a worker may start
     assert reply["crash"] == rec["id"] and reply["paused_at"]["line"] == marker_line(JOB, "rerun-first"), (
         reply
     )
