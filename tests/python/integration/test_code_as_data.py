@@ -207,7 +207,18 @@ def test_a_failing_udf_of_a_job_run_as_its_own_driver_leaves_its_record(client, 
 
         jobs = JobSubmissionClient(f"http://{ray_cluster.dashboard_url}")
         env = {"env_vars": {"RAYSLEUTH": "1", "PYTHONPATH": str(FIXTURES)}}
-        job = jobs.submit_job(entrypoint=f"{sys.executable} {DRIVER_FAILS} job plain", runtime_env=env)
+
+        def submit():
+            try:
+                return jobs.submit_job(
+                    entrypoint=f"{sys.executable} {DRIVER_FAILS} job plain", runtime_env=env
+                )
+            except RuntimeError as exc:  # the dashboard's job agent starts a while after the cluster
+                if "No available agent" in str(exc):
+                    return None
+                raise
+
+        job = wait_until(submit, 90, 1.0, "the dashboard's job agent to take the job")
         status = wait_until(
             lambda: (s := jobs.get_job_status(job)).is_terminal() and s, 150, 0.5, "the submitted job to end"
         )
