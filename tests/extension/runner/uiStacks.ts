@@ -66,8 +66,12 @@ export async function stacksUiBody(page: Page, root: string, stateDir: string, s
     await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 30_000 });
     const clusterHeader = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Cluster$/ }) });
     const stacksPane = page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Stacks$/ }) });
-    // Only rank 3's `lag` frame stands at that line.
-    const lagRow = stacksPane.locator(".monaco-list-row", { hasText: `stacks_job.py:${lagLine}` });
+    // Only rank 3's `lag` frame stands at that line: its row's description is exactly the place
+    // (the group row above it names the place too, inside "stack differs: lag stacks_job.py:N ←
+    // …", and a click there only folds the group; which of the two is rendered first varied).
+    const lagRow = stacksPane.locator(".monaco-list-row").filter({
+      has: page.locator(".label-description", { hasText: new RegExp(`^stacks_job\\.py:${lagLine}$`) }),
+    });
     // The fixture's calls start a moment after the driver prints: ask again until rank 3 stands at its line.
     const deadline = Date.now() + 90_000;
     for (;;) {
