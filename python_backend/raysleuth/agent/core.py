@@ -56,6 +56,8 @@ class Agent:
         """Set once the first heartbeat was answered (or no broker runs): code Ray loads after
         that is armed before it runs."""
         self.first_task_wait_s: float | None = None
+        self._tensor_looks: dict = {}
+        """What the last look for new CUDA tensors saw (probes/gpu.py new_cuda_tensors)."""
         """How long the first task took to read and arm the cluster's points (#22's gate)."""
         self.ident = Identity()
         self.link = RegistryLink(_agent_logger, self.__str__)
@@ -257,7 +259,12 @@ class Agent:
         while not self._stop.is_set():
             info = self.report()
             if not info.get("driver"):
-                info["gpu"] = gpu.sample(swallow)  # the last one is kept for a worker that dies
+                sample = gpu.sample(swallow)  # the last one is kept for a worker that dies
+                if sample is not None:
+                    new = gpu.new_cuda_tensors(self._tensor_looks, sample.get("torch_allocated"), swallow)
+                    if new:
+                        sample["new_cuda_tensors"] = new  # a memory case names them
+                info["gpu"] = sample
             if self.disabled:
                 self.log.info("%s is one of Ray Sleuth's own actors; agent stops", self)
                 return

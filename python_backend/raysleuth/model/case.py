@@ -148,9 +148,12 @@ def _bytes(n) -> str:
     return f"{n:.1f} GiB"
 
 
-def memory_case(worker: dict, samples: list[dict], reason: str, now: float) -> Case:
+def memory_case(
+    worker: dict, samples: list[dict], reason: str, now: float, new_tensors: list[dict] | None = None
+) -> Case:
     """A worker whose GPU memory grew across its newest samples (`growing`) or sits near its
-    device's total (`near_total`). `samples`: the GPU history's rows for the worker, oldest first."""
+    device's total (`near_total`). `samples`: the GPU history's rows for the worker, oldest first;
+    `new_tensors`: the largest CUDA tensors its agent saw appear meanwhile, biggest first."""
     first, last = samples[0], samples[-1]
     used = int(last.get("used_bytes") or 0)
     if reason == "growing":
@@ -176,12 +179,24 @@ def memory_case(worker: dict, samples: list[dict], reason: str, now: float) -> C
     not_torch = last.get("not_torch_bytes")
     if isinstance(not_torch, int) and not_torch > 0:
         text += f"; {_bytes(not_torch)} of it is not PyTorch's"
+    if new_tensors:
+        shown = ", ".join(_tensor_text(t) for t in new_tensors[:3])
+        text += f"; new CUDA tensors: {shown}"
     rank = worker.get("rank")
     return Case(
         id=f"memory-{uuid.uuid4().hex[:10]}", kind="memory", time=now, job_id=worker.get("job_id"),
         ranks=[rank] if isinstance(rank, int) else [], summary=text[:MAX_SUMMARY], hint=hint,
-        evidence={"reason": reason, "worker": worker.get("id"), "samples": samples},
+        evidence={
+            "reason": reason, "worker": worker.get("id"), "samples": samples,
+            "new_cuda_tensors": new_tensors or [],
+        },
     )  # fmt: skip
+
+
+def _tensor_text(t: dict) -> str:
+    """`Tensor[4096, 4096] float32 cuda:0 64.0 MiB`."""
+    shape = ", ".join(str(d) for d in t.get("shape") or [])
+    return f"Tensor[{shape}] {t.get('dtype', '?')} {t.get('device', '?')} {_bytes(t.get('bytes'))}"
 
 
 def divergence_case(watch: dict, found: dict, job_id: str | None, now: float) -> Case:

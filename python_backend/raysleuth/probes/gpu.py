@@ -217,13 +217,22 @@ def _largest_blocks(segments) -> list[dict]:
 
 
 def _largest_tensors(swallow) -> list[dict]:
-    """CUDA tensors reachable from Python now, biggest storage first (one per storage), found by
-    a walk over the garbage collector's objects that stops after TENSOR_SCAN_S."""
+    """CUDA tensors reachable from Python now, biggest storage first (one per storage)."""
+    return sorted(_cuda_storages(swallow).values(), key=lambda t: -t["bytes"])[:LARGEST]
+
+
+def _cuda_storages(swallow) -> dict[int, dict]:
+    """Storage address -> {bytes, shape, dtype, device, requires_grad} of the CUDA tensors
+    reachable from Python now, found by a walk over the garbage collector's objects that stops
+    after TENSOR_SCAN_S. The torch.cuda seam may list them itself (`live_tensors()`)."""
     import gc
 
+    seam = _cuda() if os.environ.get("RAYSLEUTH_TORCH_CUDA") else None
+    if seam is not None and hasattr(seam, "live_tensors"):
+        return {int(t["ptr"]): {k: v for k, v in t.items() if k != "ptr"} for t in seam.live_tensors()}
     torch = sys.modules.get("torch")
     if torch is None:
-        return []
+        return {}
     found: dict[int, dict] = {}
     deadline = time.monotonic() + TENSOR_SCAN_S
     try:
@@ -245,4 +254,35 @@ def _largest_tensors(swallow) -> list[dict]:
                 }
     except Exception:  # noqa: BLE001 - the blocks and the summary stand without it
         _swallowed(swallow, "walking live objects for CUDA tensors")
-    return sorted(found.values(), key=lambda t: -t["bytes"])[:LARGEST]
+    return found
+
+
+# --- CUDA tensors new between two samples (issue 26) --------------------------------------------
+
+WALK_GROWTH = 256 << 20
+"""torch's allocated memory must have grown this much since the last look for a new look."""
+
+NEW_TENSORS = 5
+"""New tensors named per look, biggest first."""
+
+
+def new_cuda_tensors(state: dict, torch_allocated, swallow=None) -> list[dict] | None:
+    """The largest CUDA tensors that appeared since the last look, for a memory case to name.
+
+    Looks (a bounded walk over live objects) only when torch's allocated memory grew by
+    WALK_GROWTH since the last look, so a steady worker pays nothing; the first look is the
+    baseline. `state` is the caller's, kept between calls. None when it did not look."""
+    if not isinstance(torch_allocated, int):
+        return None
+    last = state.get("allocated")
+    if last is not None and torch_allocated - last < WALK_GROWTH:
+        if torch_allocated < last:
+            state["allocated"] = torch_allocated  # freed: growth counts from here
+        return None
+    live = _cuda_storages(swallow)
+    before = state.get("ptrs")
+    state["allocated"], state["ptrs"] = torch_allocated, set(live)
+    if before is None:
+        return None
+    new = [t for ptr, t in live.items() if ptr not in before]
+    return sorted(new, key=lambda t: -t["bytes"])[:NEW_TENSORS]

@@ -170,3 +170,47 @@ def test_a_worker_whose_gpu_memory_grows_is_one_memory_case_per_episode():
     watch.check(["w1"], workers)
     assert [c.evidence["reason"] for _, c in hub.emitted] == ["growing", "near_total"]
     assert hub.emitted[-1][1].summary == "rank 1: GPU 0 is 97% full (78.0 GiB of 80.0 GiB)"
+
+
+def test_a_memory_case_names_the_largest_cuda_tensors_that_appeared(monkeypatch):
+    """Issue 26: the agent looks for CUDA tensors only when torch's allocated memory grew by 256
+    MiB since its last look (the first look is the baseline), and the case names the new ones,
+    biggest first. torch.cuda faked at its seam (no GPU here)."""
+    import fake_cuda
+
+    from raysleuth.broker.cases.memory import MemoryWatch
+    from raysleuth.broker.telemetry.gpu import GpuHistory
+    from raysleuth.model.worker import Worker
+    from raysleuth.probes import gpu as probe
+
+    mib = 1 << 20
+    monkeypatch.setenv("RAYSLEUTH_TORCH_CUDA", "fake_cuda")
+    weights = {"ptr": 1, "bytes": 512 * mib, "shape": [8192, 16384], "dtype": "float32", "device": "cuda:0"}
+    cache = {"ptr": 2, "bytes": 256 * mib, "shape": [64, 1024, 1024], "dtype": "float32", "device": "cuda:0"}
+    small = {"ptr": 3, "bytes": 4 * mib, "shape": [1024, 1024], "dtype": "float32", "device": "cuda:0"}
+    monkeypatch.setattr(fake_cuda, "LIVE", [weights])
+    state: dict = {}
+    assert probe.new_cuda_tensors(state, 512 * mib) is None  # the baseline
+    monkeypatch.setattr(fake_cuda, "LIVE", [weights, small])
+    assert probe.new_cuda_tensors(state, 516 * mib) is None  # grew 4 MiB: no look at all
+    monkeypatch.setattr(fake_cuda, "LIVE", [weights, small, cache])
+    new = probe.new_cuda_tensors(state, 772 * mib)
+    assert [t["shape"] for t in new] == [
+        [64, 1024, 1024],
+        [1024, 1024],
+    ]  # new since the baseline, biggest first
+    assert probe.new_cuda_tensors(state, 800 * mib) is None  # 28 MiB since this look
+
+    history, hub = GpuHistory(), RecordingHub()
+    watch = MemoryWatch(history, hub, clock=lambda: 500.0)
+    workers = {"w1": Worker("w1", pid=11, rank=1, job_id="03000000")}
+    for i in range(5):
+        sample = gpu_sample(float(i), 3 + 0.5 * i)
+        if i == 3:
+            sample["new_cuda_tensors"] = new
+        history.add("w1", 1, sample)
+        watch.check(["w1"], workers)
+    [(_, case)] = hub.emitted
+    named = "Tensor[64, 1024, 1024] float32 cuda:0 256 MiB, Tensor[1024, 1024] float32 cuda:0 4 MiB"
+    assert case.summary.endswith(f"; new CUDA tensors: {named}"), case.summary
+    assert case.evidence["new_cuda_tensors"] == new

@@ -48,5 +48,8 @@ class MemoryWatch:
                 "pid": w.pid if w else None,
             }
             for reason in sorted(now_open - self._open.get(wid, set())):
-                self.hub.emit("case", memory_case(ident, samples[-EVIDENCE_SAMPLES:], reason, self.clock()))
+                new = self.gpu.new_tensors(wid, EVIDENCE_SAMPLES)
+                self.hub.emit(
+                    "case", memory_case(ident, samples[-EVIDENCE_SAMPLES:], reason, self.clock(), new)
+                )
             self._open[wid] = now_open

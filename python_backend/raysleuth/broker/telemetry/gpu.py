@@ -61,6 +61,14 @@ class GpuHistory:
         self._peak[worker_id] = max(self._peak.get(worker_id, 0), _total(sample))
         return True
 
+    def new_tensors(self, worker_id: str, last: int) -> list[dict]:
+        """The CUDA tensors the worker's agent saw appear, from the newest of its `last` samples
+        that names any (issue 26); [] when none did."""
+        for s in reversed(list(self._samples.get(worker_id) or ())[-last:]):
+            if s.get("new_cuda_tensors"):
+                return list(s["new_cuda_tensors"])
+        return []
+
     def add_reports(self, reports: list[dict]) -> list[str]:
         """The registry's reports: the ids of workers with a new sample."""
         return [r["id"] for r in reports if r.get("id") and self.add(r["id"], r.get("rank"), r.get("gpu"))]
