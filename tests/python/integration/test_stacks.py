@@ -266,6 +266,23 @@ def test_a_group_step_names_the_ranks_that_wait_in_gloo_for_a_rank_outside_the_g
         ids = [worker_id(client, pid) for pid in pids]
         job = next(w["job_id"] for w in client.workers() if w["id"] == ids[0])
         client.set_breakpoints(str(FIXTURE), [{"line": line, "condition": f"[group job-{job}]"}])
+        # Armed in all four first: a rank that ran past the line unarmed would wait in the
+        # all-reduce for the others, stopped at the line, and never stop itself.
+        wait_until(
+            lambda: all(
+                i
+                in {
+                    w["worker"]
+                    for b in client.get("/v1/breakpoints")
+                    if b["line"] == line
+                    for w in b["armed_on"]
+                }
+                for i in ids
+            ),
+            60,
+            0.2,
+            "the breakpoint armed in the four ranks",
+        )
         refs = [a.run.remote(-1, str(release)) for a in ranks]
 
         def paused(which):
