@@ -128,7 +128,24 @@ describe("The detective and rank groups against the demo's real broker", functio
     // All-stop would pause ranks 1-2 wherever they are once rank 0 stops: off for this test.
     const allStop = (await client.getSettings()).all_stop;
     await client.requestJson("PUT", "/v1/settings", { all_stop: false });
-    await client.requestJson("PUT", "/v1/breakpoints", { path: demo, owner, breakpoints: [{ line, condition: "[rank 0-2]" }] });
+    // A step a few ahead, armed in ranks 0-2 before they get there: a rank that passed the line
+    // unarmed would finish its step while the others wait stopped, and the driver's next step
+    // (which needs all four) would never come to it.
+    const stepNow = async () =>
+      Math.max(0, ...(await client.requestJson<{ fields?: { step?: unknown } }[]>("GET", "/v1/events?name=step")).map((e) => Number(e.fields?.step) || 0));
+    const armed = async () => {
+      const bps = await client.requestJson<{ owner: string; armed_on: { rank: number | null }[] }[]>("GET", "/v1/breakpoints");
+      const b = bps.find((x) => x.owner === owner);
+      return b !== undefined && [0, 1, 2].every((r) => b.armed_on.some((w) => w.rank === r));
+    };
+    for (let attempt = 0; ; attempt++) {
+      const at = (await stepNow()) + 8;
+      await client.requestJson("PUT", "/v1/breakpoints", { path: demo, owner, breakpoints: [{ line, condition: `[rank 0-2] step == ${at}` }] });
+      await waitFor("the breakpoint armed in ranks 0-2", armed, 30_000);
+      if ((await stepNow()) < at - 1 || attempt >= 3) {
+        break;
+      }
+    }
     try {
       await waitFor(
         "ranks 0-2 paused at the inspect line",
