@@ -141,6 +141,10 @@ class Identity:
         info = dict(self.static or {})
         info.update(self.actor())
         info["rank"] = rank_mod.resolve_rank().rank
+        if self.static is not None:
+            # A worker Ray started before a job claimed it read the nil job id at connect: its
+            # job is known once a task of that job runs (`[group job-<id>]` scopes need it).
+            info["job_id"] = self.job_id()
         return info
 
     def __str__(self) -> str:

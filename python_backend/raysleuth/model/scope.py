@@ -213,8 +213,13 @@ def _in_any_group(defs: tuple, get) -> bool | None:
     for g in defs:
         if g.get("missing"):
             continue
-        if g.get("job_id") and str(get("job_id") or "") != g["job_id"]:
-            continue
+        if g.get("job_id"):
+            job = get("job_id")
+            if not job:
+                unknown = True  # not known yet (a worker Ray started before its job): may match
+                continue
+            if str(job) != g["job_id"]:
+                continue
         if g.get("ranks") is not None:
             rank = get("rank")
             if rank is None:
