@@ -114,6 +114,15 @@ async def t_hit_of(c, frame: int) -> float:
     return float(ev["body"]["result"])
 
 
+async def let_go(c, tid: int, ref, tag: int, client: BrokerClient, pid: int) -> None:
+    """Continue the stopped worker, end the session, and wait until it runs again."""
+    await c.request("continue", {"threadId": tid})
+    await c.request("disconnect", {})
+    await c.close()
+    assert await ref == tag
+    await asyncio.to_thread(wait_running, client, pid)
+
+
 async def via_broker(broker, client: BrokerClient, events: PausedEvents) -> dict:
     host, port = broker.ready["dap"].rsplit(":", 1)
     a = ray.remote(num_cpus=1)(Hitter).remote()
@@ -138,11 +147,7 @@ async def via_broker(broker, client: BrokerClient, events: PausedEvents) -> dict
             legs["attach"].append(t_stopped - t_event)
             legs["inspect"].append(t_vars - t_stopped)
             legs["whole"].append(t_vars - t_hit)
-            await c.request("continue", {"threadId": tid})
-            await c.request("disconnect", {})
-            await c.close()
-            assert await ref == i
-            await asyncio.to_thread(wait_running, client, pid)
+            await let_go(c, tid, ref, i, client, pid)
     finally:
         client.set_breakpoints(FILE, [])
         ray.kill(a)
@@ -165,11 +170,7 @@ async def straight(client: BrokerClient) -> tuple[list[float], list[float]]:
             top = next(f for f in frames if f["name"] == "pause")
             t_hit = await t_hit_of(c, top["id"])
             out.append(t_trace - t_hit)
-            await c.request("continue", {"threadId": tid})
-            await c.request("disconnect", {})
-            await c.close()
-            assert await ref == i
-            await asyncio.to_thread(wait_running, client, pid)
+            await let_go(c, tid, ref, i, client, pid)
     finally:
         ray.kill(a)
     return out, attach

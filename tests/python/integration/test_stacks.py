@@ -316,10 +316,8 @@ def test_a_group_step_names_the_ranks_that_wait_in_gloo_for_a_rank_outside_the_g
         assert ray.get(refs, timeout=60) == [16.0] * 4
     finally:
         client.set_breakpoints(str(FIXTURE), [])
-        try:
+        if any(g["name"] == "first3" for g in client.get("/v1/groups")):  # made only if it got that far
             client.request("DELETE", "/v1/groups/first3")
-        except Exception:  # noqa: BLE001 - made only if the test got that far
-            pass
         client.post("/v1/continue", {})
         for a in ranks:
             ray.kill(a)
