@@ -191,7 +191,8 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         print(format_workers(workers), flush=True)
         _say(_connect_help(sd, broker))
         _watch_for_divergence(client)
-        seen_cases: set = set()
+        # Cases kept from earlier runs in this state dir (their crash records) are not this run's.
+        seen_cases: set = {c["id"] for c in client.get("/v1/cases")}
 
         _say("[4/4] training" + (" until Ctrl-C" if forever else f" for {steps} steps") + " ...")
         step = 0
