@@ -13,7 +13,7 @@ function describe(err: unknown): string {
 }
 
 /** Shows a report: a warning or a notice as a notification, plain success in the status bar; all in the log. */
-function show(report: ControlReport): void {
+export function showReport(report: ControlReport): void {
   log.info(report.text);
   if (report.level === "warning") {
     void vsapi.showWarningMessage(report.text);
@@ -38,7 +38,7 @@ export class ClusterControlService {
     }
     try {
       const reply = await client.continueWorkers({});
-      show(continueReport(reply, this.state.workers));
+      showReport(continueReport(reply, this.state.workers));
       return reply.continued ?? [];
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: continuing the paused workers failed: ${describe(err)}`);
@@ -64,7 +64,7 @@ export class ClusterControlService {
     }
     try {
       const reply = await client.pauseWorkers({ ranks: chosen });
-      show(pauseReport(reply, formatRanks(chosen), this.state.workers));
+      showReport(pauseReport(reply, `with rank ${formatRanks(chosen)}`, this.state.workers));
       return reply.paused ?? [];
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: pausing rank ${formatRanks(chosen)} failed: ${describe(err)}`);

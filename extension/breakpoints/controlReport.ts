@@ -29,13 +29,13 @@ function reasons(list: readonly SkippedWorker[], workers: readonly WorkerInfo[])
   return list.map((s) => `${whoIs(s.worker, workers)} (${s.reason})`).join("; ");
 }
 
-/** The answer of POST /v1/pause for the ranks asked (`asked`, e.g. "1,3"). */
+/** The answer of POST /v1/pause for the workers asked: `asked` names them ("with rank 1,3", "of group g"). */
 export function pauseReport(reply: PauseReply, asked: string, workers: readonly WorkerInfo[]): ControlReport {
   const paused = reply.paused ?? [];
   const pending = reply.pending ?? [];
   const skipped = reply.skipped ?? [];
   if (!paused.length && !pending.length && !skipped.length) {
-    return { level: "info", text: `Ray Sleuth: no running worker with rank ${asked} to pause.` };
+    return { level: "info", text: `Ray Sleuth: no running worker ${asked} to pause.` };
   }
   const parts: string[] = [];
   if (paused.length) {

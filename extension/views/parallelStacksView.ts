@@ -7,6 +7,10 @@ import { PARALLEL_STACKS_VIEW_ID } from "../constants";
 import { log, swallow } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
+import type { WorkerSelector } from "../broker/types";
+import { showReport } from "../breakpoints/clusterControl";
+import { continueReport, pauseReport } from "../breakpoints/controlReport";
+import { formatRanks } from "../common/ranks";
 import { ClusterState } from "../cluster/clusterState";
 import { ParallelItem, parallelItems, rootsOf } from "./parallelTree";
 
@@ -71,15 +75,18 @@ export class ParallelStacksService implements vscode.TreeDataProvider<ParallelIt
     }
   }
 
-  /** raySleuth.continueGroup / pauseGroup: on a node's ranks, or a group picked by name. */
+  /** raySleuth.continueGroup / pauseGroup: on a node's workers, or a group picked by name; says what it did. */
   async actOnGroup(what: "continue" | "pause", item?: ParallelItem): Promise<unknown> {
     const client = await this.connection.ensureClient();
     if (!client) {
       return undefined;
     }
-    let selector: Record<string, unknown>;
+    let selector: WorkerSelector;
+    let asked: string;
     if (item) {
-      selector = { ranks: item.node.ranks };
+      // The node's own workers: its ranks alone would reach the same ranks of every other job.
+      selector = { workers: item.node.workers };
+      asked = `with rank ${formatRanks(item.node.ranks)} here`;
     } else {
       const groups = await client.requestJson<{ name: string; ranks: number[] }[]>("GET", "/v1/groups");
       const pick = await vscode.window.showQuickPick(
@@ -90,9 +97,17 @@ export class ParallelStacksService implements vscode.TreeDataProvider<ParallelIt
         return undefined;
       }
       selector = { group: pick.label };
+      asked = `of group ${pick.label}`;
     }
     try {
-      return await client.requestJson("POST", `/v1/${what}`, selector);
+      if (what === "pause") {
+        const reply = await client.pauseWorkers(selector);
+        showReport(pauseReport(reply, asked, this.state.workers));
+        return reply;
+      }
+      const reply = await client.continueWorkers(selector);
+      showReport(continueReport(reply, this.state.workers));
+      return reply;
     } catch (err) {
       swallow(`${what} on a group failed`, err);
       void vsapi.showErrorMessage(`Ray Sleuth: ${what} failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -10,6 +10,7 @@ import * as path from "path";
 import { chromium, Browser, Page } from "playwright-core";
 import { BrokerClient } from "../../../extension/broker/brokerClient";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
+import { PARALLEL_UI_TITLE, parallelUiBody } from "./uiParallel";
 import { STACKS_UI_TITLE, stacksUiBody } from "./uiStacks";
 import { SCENARIO_TITLE, scenarioBody } from "./uiScenario";
 
@@ -375,6 +376,10 @@ function uiStacks(browser: Browser, port: number, workspace: string): Promise<Ou
   return uiTest(browser, port, workspace, STACKS_UI_TITLE, "stacks-view", (page) => stacksUiBody(page, ROOT, STATE_DIR, (name) => screenshot(page, name)));
 }
 
+function uiParallel(browser: Browser, port: number, workspace: string): Promise<Outcome> {
+  return uiTest(browser, port, workspace, PARALLEL_UI_TITLE, "parallel-stacks", (page) => parallelUiBody(page, STATE_DIR, (name) => screenshot(page, name)));
+}
+
 /** Where the scenario takes the extension from: the packaged .vsix, installed, or this folder. */
 type ScenarioTarget = "vsix" | "dev";
 
@@ -477,6 +482,7 @@ async function main(): Promise<number> {
         outcomes.push(await uiSmoke(browser, port, dirs.workspace));
         outcomes.push(await uiAttach(browser, port, dirs.workspace));
         outcomes.push(await uiStacks(browser, port, dirs.workspace));
+        outcomes.push(await uiParallel(browser, port, dirs.workspace));
       }
     }
     // One code-server at a time on this machine: the scenario starts its own.

@@ -11,6 +11,7 @@ import * as fs from "fs";
 import * as path from "path";
 import { Locator, Page } from "playwright-core";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
+import { brokerJson, trainers, until } from "./uiCommon";
 
 export const SCENARIO_TITLE =
   "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect";
@@ -146,38 +147,9 @@ async function showClusterView(page: Page): Promise<void> {
   }
 }
 
-async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) {
-      throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-interface WorkerRow {
-  rank: number | null;
-  actor_class: string | null;
-  state: string;
-  paused_since?: number | null;
-}
-
-/** The demo's Trainer workers as the broker lists them (checks only: the steps are clicks and keys). */
-async function trainers(stateDir: string): Promise<Map<number, WorkerRow>> {
-  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
-  const token = fs.readFileSync(info.token_file, "utf8").trim();
-  const res = await fetch(`${info.http}/v1/workers`, { headers: { Authorization: `Bearer ${token}` } });
-  const rows = (await res.json()) as WorkerRow[];
-  return new Map(rows.filter((w) => w.actor_class === "Trainer" && w.rank !== null && w.state !== "exited").map((w) => [w.rank as number, w]));
-}
-
 /** The cluster set's points of every owner (checks only). */
-async function clusterPoints(stateDir: string): Promise<{ line: number; scope: string | null }[]> {
-  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
-  const token = fs.readFileSync(info.token_file, "utf8").trim();
-  const res = await fetch(`${info.http}/v1/breakpoints`, { headers: { Authorization: `Bearer ${token}` } });
-  return (await res.json()) as { line: number; scope: string | null }[];
+function clusterPoints(stateDir: string): Promise<{ line: number; scope: string | null }[]> {
+  return brokerJson(stateDir, "GET", "/v1/breakpoints");
 }
 
 /** The crash fixture: one actor that raises, held `hold` s for an attach while a client watches. */

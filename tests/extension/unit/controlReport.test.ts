@@ -11,7 +11,7 @@ const workers = [1, 3].map(
 
 describe("Pause and continue reports", () => {
   it("names a rank the broker could not pause yet, and why", () => {
-    const r = pauseReport({ paused: ["w1"], pending: [{ worker: "w3", reason: "its main thread is in native code (time.sleep)" }], skipped: [] }, "1,3", workers);
+    const r = pauseReport({ paused: ["w1"], pending: [{ worker: "w3", reason: "its main thread is in native code (time.sleep)" }], skipped: [] }, "with rank 1,3", workers);
     assert.strictEqual(r.level, "warning");
     assert.strictEqual(
       r.text,
@@ -20,11 +20,11 @@ describe("Pause and continue reports", () => {
   });
 
   it("names the ranks left alone, and says plain success quietly", () => {
-    const r = pauseReport({ paused: [], skipped: [{ worker: "w3", reason: "no agent" }] }, "3", workers);
+    const r = pauseReport({ paused: [], skipped: [{ worker: "w3", reason: "no agent" }] }, "with rank 3", workers);
     assert.strictEqual(r.level, "warning");
     assert.match(r.text, /left rank 3 \(no agent\) as they were/);
-    assert.deepStrictEqual(pauseReport({ paused: ["w1"] }, "1", workers), { level: "status", text: "Ray Sleuth: paused rank 1." });
-    assert.strictEqual(pauseReport({ paused: [] }, "5", workers).text, "Ray Sleuth: no running worker with rank 5 to pause.");
+    assert.deepStrictEqual(pauseReport({ paused: ["w1"] }, "with rank 1", workers), { level: "status", text: "Ray Sleuth: paused rank 1." });
+    assert.strictEqual(pauseReport({ paused: [] }, "with rank 5", workers).text, "Ray Sleuth: no running worker with rank 5 to pause.");
   });
 
   it("says which pending pauses a continue called off", () => {

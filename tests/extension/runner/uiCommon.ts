@@ -1,0 +1,46 @@
+// What the UI tests share: waiting for a condition, and the broker's answers read for checks
+// (the steps themselves are clicks and keys; these only look).
+import * as fs from "fs";
+import * as path from "path";
+import { BrokerReadyInfo } from "../../../extension/broker/types";
+
+/** Polls `probe` until it says true (a throw counts as not yet); fails after `timeoutMs`. */
+export async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe().catch(() => false))) {
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** One request to the broker that `stateDir/broker.json` names, with its token; the JSON answer. */
+export async function brokerJson<T>(stateDir: string, method: string, route: string, body?: unknown): Promise<T> {
+  const info = JSON.parse(fs.readFileSync(path.join(stateDir, "broker.json"), "utf8")) as BrokerReadyInfo;
+  const token = fs.readFileSync(info.token_file, "utf8").trim();
+  const res = await fetch(`${info.http}${route}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) {
+    throw new Error(`${method} ${route}: HTTP ${res.status} ${await res.text()}`);
+  }
+  return (await res.json()) as T;
+}
+
+export interface WorkerRow {
+  id: string;
+  job_id?: string | null;
+  rank: number | null;
+  actor_class: string | null;
+  state: string;
+  paused_since?: number | null;
+}
+
+/** The demo's Trainer workers as the broker lists them, by rank. */
+export async function trainers(stateDir: string): Promise<Map<number, WorkerRow>> {
+  const rows = await brokerJson<WorkerRow[]>(stateDir, "GET", "/v1/workers");
+  return new Map(rows.filter((w) => w.actor_class === "Trainer" && w.rank !== null && w.state !== "exited").map((w) => [w.rank as number, w]));
+}

@@ -1,0 +1,67 @@
+// The UI test of the Parallel Stacks view (issue 27), clicked for real in the workbench: the
+// view's title action takes the merged tree, a right click on the demo job's root (its four
+// Trainer ranks) → "Make Rank Group…" and a typed name make the group, and the same node's
+// "Pause Group" and "Continue Group" pause its workers and resume them, each saying so.
+// runTests.ts runs it inside its uiTest (fresh page, Ray Sleuth opened, screenshots).
+import { Locator, Page } from "playwright-core";
+import { brokerJson, trainers, until } from "./uiCommon";
+
+export const PARALLEL_UI_TITLE = "UI: Parallel Stacks: a right click on the job's root makes a rank group; its Pause and Continue Group stop and resume its ranks";
+
+const GROUP = "ui-trainers";
+
+/** Right-clicks `row` and runs the context menu's `action`. */
+async function contextAction(page: Page, row: Locator, action: string): Promise<void> {
+  await row.click({ button: "right" });
+  const item = page.getByRole("menuitem", { name: action }).first();
+  await item.waitFor({ timeout: 10_000 });
+  await item.click();
+}
+
+export async function parallelUiBody(page: Page, stateDir: string, shot: (name: string) => Promise<void>): Promise<void> {
+  await page.locator(".statusbar").getByText(/Ray: \d+ workers/).waitFor({ timeout: 30_000 });
+  const ranked = [...(await trainers(stateDir)).values()];
+  const jobId = ranked.find((w) => w.job_id)?.job_id;
+  if (ranked.length !== 4 || !jobId) {
+    throw new Error(`the demo's four Trainer ranks with their job: ${JSON.stringify(ranked)}`);
+  }
+  const ids = new Set(ranked.map((w) => w.id));
+  const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Parallel Stacks$/ }) });
+  const pane = page.locator(".pane", { has: header });
+  if ((await header.getAttribute("aria-expanded")) === "false") {
+    await header.click();
+  }
+  // The job's root: its label names the job, its description the four ranks.
+  const root = pane.locator(".monaco-list-row", { hasText: `job ${jobId.slice(0, 8)}` }).filter({ hasText: "ranks 0-3 (4)" }).first();
+  await until("the demo job's root in the Parallel Stacks view", 60_000, async () => {
+    await header.hover();
+    await header.locator('a.action-label[aria-label="Show Parallel Stacks"]').click();
+    return root.waitFor({ timeout: 5_000 }).then(() => true);
+  });
+  await shot("parallel-stacks");
+  try {
+    await contextAction(page, root, "Make Rank Group…");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ timeout: 10_000 });
+    await input.fill(GROUP);
+    await page.keyboard.press("Enter");
+    await page.getByText(`group "${GROUP}" is ranks 0,1,2,3`).first().waitFor({ timeout: 20_000 });
+    const groups = await brokerJson<{ name: string; ranks: number[]; job_id?: string | null }[]>(stateDir, "GET", "/v1/groups");
+    const made = groups.find((g) => g.name === GROUP);
+    if (JSON.stringify(made?.ranks) !== "[0,1,2,3]" || made?.job_id !== jobId) {
+      throw new Error(`group ${GROUP} as the broker holds it: ${JSON.stringify(made)}`);
+    }
+    // Ranks inside a step stop at once; a rank idle between steps (in Ray's loop, not in Python)
+    // stops when it next runs Python: the report names both kinds.
+    await contextAction(page, root, "Pause Group");
+    await page.getByText(/Ray Sleuth: .*(paused rank|will pause when)/).first().waitFor({ timeout: 30_000 });
+    await until("a Trainer rank paused", 30_000, async () => [...(await trainers(stateDir)).values()].some((w) => w.state === "paused"));
+    await shot("parallel-stacks-paused");
+    await contextAction(page, root, "Continue Group");
+    await page.getByText(/Ray Sleuth: (continued|called off)/).first().waitFor({ timeout: 30_000 });
+    await until("the four Trainer ranks running again", 60_000, async () => [...(await trainers(stateDir)).values()].every((w) => w.state !== "paused"));
+  } finally {
+    await brokerJson(stateDir, "POST", "/v1/continue", { workers: [...ids] }).catch(() => undefined);
+    await brokerJson(stateDir, "DELETE", `/v1/groups/${GROUP}`).catch(() => undefined);
+  }
+}
