@@ -59,7 +59,7 @@ export function divergenceHtml(summary: string, evidence: Record<string, unknown
   const body = rows
     .map((r) => `<tr>${cell(String(r.rank), r.differs ? ["differs"] : [])}${cols.map((c) => cell(r.cells[c] === undefined ? "—" : typeof r.cells[c] === "string" ? (r.cells[c] as string) : JSON.stringify(r.cells[c]), r.differs ? ["differs"] : [])).join("")}</tr>`)
     .join("");
-  const where = `${escape(String(evidence.expression ?? "?"))} at pass ${escape(String(evidence.pass ?? "?"))}${evidence.step !== null && evidence.step !== undefined ? ` (step ${escape(String(evidence.step))})` : ""}; all agreed at pass ${escape(String(evidence.last_agreed_pass ?? "none"))}`;
+  const where = `${escape(String(evidence.expression ?? "?"))} at pass ${escape(String(evidence.pass ?? "?"))}${evidence.step !== null && evidence.step !== undefined ? ` (step ${escape(String(evidence.step))})` : ""}; all agreed at pass ${escape(String(evidence.last_agreed_pass ?? "none"))}${evidence.last_agreed_step !== null && evidence.last_agreed_step !== undefined ? ` (step ${escape(String(evidence.last_agreed_step))})` : ""}`;
   return page(
     "Divergence across ranks",
     `<h2>Divergence across ranks</h2><div class="meta">${escape(summary)}</div><div class="meta">${where}</div><div class="wide"><table><thead>${head}</thead><tbody>${body}</tbody></table></div>`,

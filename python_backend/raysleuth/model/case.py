@@ -32,7 +32,7 @@ class Case:
     #: What to look at first.
     evidence: dict = field(default_factory=dict)
     #: Per kind: {crash} (the record's id); the stacks body; {expression, pass, step, ranks, values,
-    #: last_agreed_pass}; the memory samples.
+    #: last_agreed_pass, last_agreed_step}; the memory samples.
 
     LISTED = ("id", "kind", "time", "job_id", "ranks", "summary", "hint")
     """The fields of a row of `GET /v1/cases` (all but the evidence)."""
@@ -213,7 +213,9 @@ def divergence_case(watch: dict, found: dict, job_id: str | None, now: float) ->
     if found.get("why"):
         text += f" ({found['why']})"
     last = found.get("last_agreed_pass")
-    text += f"; all agreed at {'pass ' + str(last) if last is not None else 'no earlier pass'}"
+    last_step = found.get("last_agreed_step")
+    agreed = f"pass {last}" + (f" (step {last_step})" if last_step is not None else "")
+    text += f"; all agreed at {agreed if last is not None else 'no earlier pass'}"
     hint = (
         "Open the comparison: the values per rank at the first pass that differs. The cause runs "
         "between the last agreeing pass and this one on the ranks named; a watch with stop pauses "
@@ -225,7 +227,8 @@ def divergence_case(watch: dict, found: dict, job_id: str | None, now: float) ->
         evidence={
             "watch": watch.get("id"), "expression": found.get("expression"), "entry": found.get("entry"),
             "pass": found.get("pass"), "step": found.get("step"), "ranks": ranks,
-            "values": found.get("values"), "last_agreed_pass": last, "path": watch.get("path"),
+            "values": found.get("values"), "last_agreed_pass": last, "last_agreed_step": last_step,
+            "path": watch.get("path"),
             "line": watch.get("line"),
         },
     )  # fmt: skip

@@ -31,6 +31,9 @@ class DivergenceFinder:
         self.passes: dict[object, dict[int, dict]] = {}
         self.done: set = set()
         self.last_agreed: object = None
+        """The key (pass count, or step) of the last pass where all agreed."""
+        self.last_agreed_rows: dict[int, dict] = {}
+        """That pass's rows by rank: their `pass` and `step` (ranks may count passes differently)."""
         self.divergence: dict | None = None
         self.compared = 0
 
@@ -68,7 +71,7 @@ class DivergenceFinder:
             if found is not None:
                 self.divergence = found
                 return found
-            self.last_agreed = k
+            self.last_agreed, self.last_agreed_rows = k, got
         return None
 
     def _compare(self, key, rows: dict[int, dict]) -> dict | None:
@@ -81,6 +84,7 @@ class DivergenceFinder:
             odd = [r for r in group if r.get("differs")]
             if odd and len(odd) * 2 < len(group):
                 first = rows[odd[0]["rank"]]
+                agreed = self.last_agreed_rows.get(odd[0]["rank"], {})
                 return {
                     "pass": first.get("pass")
                     if isinstance(key, int) and first.get("pass") is not None
@@ -91,7 +95,8 @@ class DivergenceFinder:
                     "entry": name,
                     "why": odd[0].get("why"),
                     "values": {str(r["rank"]): {k: r.get(k) for k in _SHOWN if k in r} for r in group},
-                    "last_agreed_pass": self.last_agreed,
+                    "last_agreed_pass": agreed.get("pass", self.last_agreed),
+                    "last_agreed_step": agreed.get("step"),
                 }
         return None
 

@@ -1,6 +1,7 @@
 // The detective and parallel debugging in the editor (issues 26 and 27), against the demo's real
 // broker: the Cases view lists the demo's divergence (rank 2 at step 30) and its crash, and the
-// divergence opens the comparison table; "Rerun Under Debugger" on a failed task's crash record
+// divergence opens the comparison table; a stuck job's hang and a growing fake GPU's memory
+// case join them, and open the Stacks view and the GPU chart; "Rerun Under Debugger" on a failed task's crash record
 // opens a session stopped at the function's first line with the failed call's arguments; a rank
 // group made from a Parallel Stacks node is what the Ray cluster session then acts on, and its
 // pause and continue touch exactly its ranks.
@@ -11,7 +12,11 @@ import * as vscode from "vscode";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { Commands } from "../../../extension/constants";
 import type { ParallelItem } from "../../../extension/views/parallelTree";
-import { DapMessage, connectedExtension, demoClient, extensionRoot, startFixture, trackDapMessages, waitFor } from "./helpers";
+import type { CaseSummary } from "../../../extension/broker/types";
+import { DapMessage, connectedExtension, demoBroker, demoClient, extensionRoot, startFixture, trackDapMessages, waitFor } from "./helpers";
+
+/** The fake-GPU actor's rank here (10_tensors' is 8). */
+const LEAK_RANK = 13;
 
 describe("The detective and rank groups against the demo's real broker", function () {
   let api: RaySleuthApi;
@@ -42,11 +47,64 @@ describe("The detective and rank groups against the demo's real broker", functio
       90_000,
     );
     assert.deepStrictEqual(divergence.ranks, [2]);
-    assert.ok(api.cases.cases.some((c) => c.kind === "crash" && /rank 2/.test(c.summary)), JSON.stringify(api.cases.cases.map((c) => c.summary)));
+    // The demo's rank 2 crashes at step 40, after the divergence.
+    await waitFor(
+      "the demo's crash case naming rank 2",
+      async () => {
+        await api.cases.refresh();
+        return api.cases.cases.some((c) => c.kind === "crash" && /rank 2/.test(c.summary));
+      },
+      60_000,
+    );
     await vscode.commands.executeCommand(Commands.openCase, divergence.id);
     const html = await waitFor("the comparison table", () => api.cases.divergencePanel?.webview.html, 10_000);
     assert.match(html, /grad_scale/);
     assert.match(html, /rank 2/);
+  });
+
+  it("the Cases view lists a stuck job's hang and a growing GPU's memory case beside the demo's kinds; each opens its scene", async function () {
+    this.timeout(240_000);
+    const client = demoClient();
+    const rayAddress = demoBroker().rayAddress ?? "";
+    const stuck = startFixture("hang_driver.py", ["stuck", rayAddress]);
+    const leak = startFixture("gpu_driver.py", [String(LEAK_RANK)]);
+    try {
+      const job = (JSON.parse((await stuck.match("the stuck job's id", /^(\{"job_id".*\})$/m))[1]) as { job_id: string }).job_id;
+      await leak.match("the GPU job's actor", /pid (\d+)/);
+      await client.requestJson("PUT", "/v1/stacks/watch", { interval: 0.6, samples: 5 });
+      const findCase = async (test: (c: CaseSummary) => boolean) => {
+        await api.cases.refresh();
+        return api.cases.cases.find(test);
+      };
+      // 512 MiB more on the fake GPU at each line, until the broker files the growth as a case.
+      let sent = 0;
+      const memory = await waitFor(
+        `a memory case naming rank ${LEAK_RANK}`,
+        async () => {
+          const found = await findCase((c) => c.kind === "memory" && c.ranks.includes(LEAK_RANK));
+          if (!found && (leak.out().match(/^used \d+$/gm) ?? []).length >= sent) {
+            sent++;
+            leak.child.stdin?.write("\n");
+          }
+          return found;
+        },
+        90_000,
+      );
+      const hang = await waitFor("a hang case for the stuck job", () => findCase((c) => c.kind === "hang" && c.job_id === job), 90_000);
+      // The demo's own crash (step 40) and divergence (step 30) are the other two kinds.
+      const kinds = await waitFor("four kinds of case", async () => (await findCase(() => true)) && new Set(api.cases.cases.map((c) => c.kind)).size >= 4 && new Set(api.cases.cases.map((c) => c.kind)), 60_000);
+      assert.deepStrictEqual([...kinds].sort(), ["crash", "divergence", "hang", "memory"], JSON.stringify(api.cases.cases.map((c) => c.summary)));
+      await vscode.commands.executeCommand(Commands.openCase, hang.id);
+      const stacks = await waitFor("the Stacks view on the stuck job", () => api.stacks.result?.workers.some((w) => w.job_id === job) && api.stacks.result, 30_000);
+      assert.ok(stacks.workers.every((w) => w.job_id === job), JSON.stringify(stacks.workers.map((w) => w.job_id)));
+      await vscode.commands.executeCommand(Commands.openCase, memory.id);
+      const worker = (await client.getWorkers()).find((w) => w.rank === LEAK_RANK && w.state !== "exited");
+      assert.ok(worker, `the rank ${LEAK_RANK} worker is listed`);
+      await waitFor("the GPU chart of the growing worker", () => [...api.gpu.charts.values()].find((c) => c.target.kind === "worker" && c.target.id === worker.id), 30_000);
+    } finally {
+      await client.requestJson("DELETE", "/v1/stacks/watch").catch(() => undefined);
+      await Promise.all([stuck.stop(), leak.stop()]);
+    }
   });
 
   it("Rerun Under Debugger on a failed task's crash opens a session stopped at its first line with the failed call's arguments", async function () {

@@ -70,7 +70,8 @@ def test_lined_up_by_a_step_local_when_ranks_pass_the_line_a_different_number_of
     f.add(row(2, 2, step=11), 11)
     found = f.add(row(1, 6, drift=True, step=11), 11)
     assert found is not None and found["step"] == 11 and found["pass"] == 6 and found["ranks"] == [1]
-    assert found["last_agreed_pass"] == 10
+    # rank 1's own count: it passed the line 5 times by step 10
+    assert (found["last_agreed_pass"], found["last_agreed_step"]) == (5, 10)
 
 
 def test_a_watch_body_is_checked():
@@ -131,3 +132,20 @@ async def test_a_watch_files_one_divergence_case_and_with_stop_stops_the_ranks_o
     ]
     await svc.delete(wid)
     assert points.added == []
+
+
+async def test_a_watch_lined_up_by_step_names_the_step_and_the_pass_of_the_last_agreement():
+    hub, points, tasks = EventHub(), Points(), OwnedTasks("test")
+    cases: list = []
+    hub.on("case", cases.append)
+    svc = WatchService(points, hub, tasks, lambda job: {0, 1, 2}, clock=lambda: 123.0)
+    wid = (await svc.create({"path": "/t.py", "line": 8, "expressions": ["grad"], "step": "step"}))["id"]
+    for n in range(1, 9):  # pass n is step n - 1; rank 1 drifts from step 6
+        for rank in range(3):
+            r = row(rank, n, drift=(rank == 1 and n >= 7), step=n - 1)
+            hub.emit("watch-row", (wid, dict(r, job_id="05000000")))
+    [case] = cases
+    assert " at pass 7 (step 6) at t.py:8" in case.summary, case.summary
+    assert case.summary.endswith("; all agreed at pass 6 (step 5)"), case.summary
+    assert (case.evidence["last_agreed_pass"], case.evidence["last_agreed_step"]) == (6, 5)
+    await tasks.close()
