@@ -58,10 +58,11 @@ def format_log(message: str, frame) -> str:
     return "".join(out)
 
 
-def expression_values(exprs: list, frame) -> list[dict]:
+def expression_values(exprs: list, frame, extremes: bool = True) -> list[dict]:
     """A snapshot's expressions in the frame: summary rows for tensors, arrays, numbers and
     collections of them (`expression`, `name`, statistics), else {expression, name, value} with
-    a short repr, or {expression, name, error} when the expression raised."""
+    a short repr, or {expression, name, error} when the expression raised. A watch's rows leave
+    out min and max (`extremes`): it compares by hash, norm and mean at every pass."""
     out: list[dict] = []
     for expr, code in exprs:
         try:
@@ -69,7 +70,7 @@ def expression_values(exprs: list, frame) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - the user's expression failed: that is the answer
             out.append({"expression": expr, "name": expr, "error": f"{type(exc).__name__}: {exc}"[:500]})
             continue
-        rows = summarize(expr, value)
+        rows = summarize(expr, value, extremes=extremes)
         if nothing_to_summarize(rows):
             rows = [{"name": expr, "value": bounded_repr(value)}]
         out.extend(dict(r, expression=expr) for r in rows)
@@ -150,7 +151,7 @@ class Hits:
             payload: dict = {"id": p.point.snapshot, "point": p.id, "time": time.time()}
             if p.exprs:
                 t0 = time.perf_counter()
-                payload["values"] = expression_values(p.exprs, frame)
+                payload["values"] = expression_values(p.exprs, frame, extremes=p.point.watch is None)
                 self._within_budget(p, frame, "snapshot expressions", t0)
             watch = p.point.watch
             if watch is None:

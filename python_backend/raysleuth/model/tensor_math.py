@@ -47,7 +47,7 @@ def _finite(x):
     return x if isinstance(x, float) and math.isfinite(x) else (x if isinstance(x, int) else None)
 
 
-def _stats(n: int, s: float, sumsq: float, mn: float, mx: float, std=None) -> dict:
+def _stats(n: int, s: float, sumsq: float, mn: float | None, mx: float | None, std=None) -> dict:
     mean = s / n
     if std is None:
         var = (sumsq - n * mean * mean) / (n - 1) if n > 1 else 0.0
@@ -55,8 +55,8 @@ def _stats(n: int, s: float, sumsq: float, mn: float, mx: float, std=None) -> di
     return {
         "mean": _finite(float(mean)),
         "std": _finite(float(std)),
-        "min": _finite(float(mn)),
-        "max": _finite(float(mx)),
+        "min": None if mn is None else _finite(float(mn)),
+        "max": None if mx is None else _finite(float(mx)),
         "norm": _finite(math.sqrt(sumsq)) if sumsq >= 0 else None,
     }
 
@@ -108,7 +108,7 @@ def _hash_text(dtype: str, shape, parts: list[int], tail: bytes) -> str:
 # --- torch -------------------------------------------------------------------------------------
 
 
-def torch_summary(t, with_hash: bool) -> dict:
+def torch_summary(t, with_hash: bool, extremes: bool = True) -> dict:
     import torch  # already imported by the program: _torch_tensor said so
 
     out = describe(t)
@@ -133,7 +133,7 @@ def torch_summary(t, with_hash: bool) -> dict:
             out["nan"] = int(torch.isnan(flat).sum().item())
             out["inf"] = int(torch.isinf(flat).sum().item())
         else:
-            out.update(_torch_stats(torch, flat, n))
+            out.update(_torch_stats(torch, flat, n, extremes))
         if with_hash:
             try:
                 out["hash"] = _torch_hash(torch, flat, out["dtype"], out["shape"])
@@ -143,19 +143,19 @@ def torch_summary(t, with_hash: bool) -> dict:
     return out
 
 
-def _torch_stats(torch, flat, n: int) -> dict:
+def _torch_stats(torch, flat, n: int, extremes: bool = True) -> dict:
     if not flat.is_floating_point():
         flat = flat.to(torch.float64)  # integers and bools: a float64 copy
     elif flat.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         flat = flat.to(torch.float32)  # fp8 and friends have no reductions of their own
     acc = torch.float64 if flat.dtype == torch.float64 else torch.float32
     try:
-        s, norm, mn, mx = _torch_reduce(torch, flat, acc)
+        s, norm, mn, mx = _torch_reduce(torch, flat, acc, extremes)
     except RuntimeError:  # a reduction this dtype lacks on this device: through float32
         flat = flat.to(acc)
-        s, norm, mn, mx = _torch_reduce(torch, flat, acc)
+        s, norm, mn, mx = _torch_reduce(torch, flat, acc, extremes)
     nan = inf = 0
-    if not all(math.isfinite(v) for v in (s, norm, mn, mx)):
+    if not _all_finite(s, norm, mn, mx):
         nan = int(torch.isnan(flat).sum().item())
         inf = int(torch.isinf(flat).sum().item())
         if nan or inf:
@@ -163,23 +163,32 @@ def _torch_stats(torch, flat, n: int) -> dict:
             n = flat.numel()
         if n == 0:
             return {"mean": None, "std": None, "min": None, "max": None, "norm": None, "nan": nan, "inf": inf}
-        s, norm, mn, mx = _torch_reduce(torch, flat, torch.float64)  # overflowed in float32
+        s, norm, mn, mx = _torch_reduce(torch, flat, torch.float64, extremes)  # overflowed in float32
     sumsq = norm * norm
     std = float(flat.to(acc).std().item()) if _cancels(n, s, sumsq) else None
     return dict(_stats(n, s, sumsq, mn, mx, std), nan=nan, inf=inf)
 
 
-def _torch_reduce(torch, flat, acc) -> list[float]:
-    """Sum, L2 norm, min, max in one trip off the device (one sync). The norm comes from a dot
-    product (BLAS): torch's float32 vector_norm drifts by 1e-4 relative over 10M elements."""
-    mn, mx = torch.aminmax(flat)
+def _torch_reduce(torch, flat, acc, extremes: bool = True) -> list:
+    """Sum, L2 norm, min, max (None without `extremes`) in one trip off the device (one sync).
+    The norm comes from a dot product (BLAS): torch's float32 vector_norm drifts by 1e-4
+    relative over 10M elements."""
     s = flat.sum(dtype=acc) if flat.dtype != acc else flat.sum()
     if flat.dtype == acc:
         sumsq = torch.dot(flat, flat)
     else:
         sumsq = torch.linalg.vector_norm(flat, dtype=acc) ** 2
+    if not extremes:
+        s, sumsq = torch.stack([s, sumsq]).tolist()
+        return [s, math.sqrt(sumsq) if sumsq >= 0 else math.nan, None, None]
+    mn, mx = torch.aminmax(flat)
     s, sumsq, mn, mx = torch.stack([s, sumsq, mn.to(acc), mx.to(acc)]).tolist()
     return [s, math.sqrt(sumsq) if sumsq >= 0 else math.nan, mn, mx]
+
+
+def _all_finite(*values) -> bool:
+    """No NaN or Inf among the statistics taken (None: not taken)."""
+    return all(v is None or math.isfinite(v) for v in values)
 
 
 def _torch_words(torch, x):
@@ -233,7 +242,7 @@ def _torch_hash(torch, x, dtype: str, shape) -> str:
 # --- numpy -------------------------------------------------------------------------------------
 
 
-def numpy_summary(a, with_hash: bool) -> dict:
+def numpy_summary(a, with_hash: bool, extremes: bool = True) -> dict:
     import numpy as np  # already imported by the program: _numpy_array said so
 
     a = np.asarray(a)
@@ -251,22 +260,23 @@ def numpy_summary(a, with_hash: bool) -> dict:
             nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
             out.update(mean=None, std=None, min=None, max=None, norm=_finite(norm), nan=nan, inf=inf)
         else:
-            out.update(_numpy_stats(np, flat, n))
+            out.update(_numpy_stats(np, flat, n, extremes))
         if with_hash:
             out["hash"] = _numpy_hash(np, a, out["dtype"], out["shape"])
     return out
 
 
-def _numpy_reduce(np, flat) -> list[float]:
-    return [float(flat.sum()), float(np.sqrt(np.dot(flat, flat))), float(flat.min()), float(flat.max())]
+def _numpy_reduce(np, flat, extremes: bool = True) -> list:
+    s, norm = float(flat.sum()), float(np.sqrt(np.dot(flat, flat)))
+    return [s, norm, float(flat.min()), float(flat.max())] if extremes else [s, norm, None, None]
 
 
-def _numpy_stats(np, flat, n: int) -> dict:
+def _numpy_stats(np, flat, n: int, extremes: bool = True) -> dict:
     if flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
         flat = flat.astype(np.float64 if flat.dtype.kind != "f" else np.float32)
-    s, norm, mn, mx = _numpy_reduce(np, flat)
+    s, norm, mn, mx = _numpy_reduce(np, flat, extremes)
     nan = inf = 0
-    if not all(math.isfinite(v) for v in (s, norm, mn, mx)):
+    if not _all_finite(s, norm, mn, mx):
         nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
         if nan or inf:
             flat = flat[np.isfinite(flat)]
@@ -274,7 +284,7 @@ def _numpy_stats(np, flat, n: int) -> dict:
         if n == 0:
             return {"mean": None, "std": None, "min": None, "max": None, "norm": None, "nan": nan, "inf": inf}
         flat = flat.astype(np.float64)
-        s, norm, mn, mx = _numpy_reduce(np, flat)
+        s, norm, mn, mx = _numpy_reduce(np, flat, extremes)
     sumsq = norm * norm
     std = float(flat.std(ddof=1)) if _cancels(n, s, sumsq) else None
     return dict(_stats(n, s, sumsq, mn, mx, std), nan=nan, inf=inf)

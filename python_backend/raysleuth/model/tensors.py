@@ -65,14 +65,16 @@ def _number(value) -> bool:
 # --- one leaf ----------------------------------------------------------------------------------
 
 
-def summary(value, with_hash: bool = True) -> dict:
+def summary(value, with_hash: bool = True, extremes: bool = True) -> dict:
     """{shape, dtype, device, numel, mean, std, min, max, norm, nan, inf, hash} of one tensor,
-    array or number; `error` (and no statistics) when the library could not compute them."""
+    array or number; `error` (and no statistics) when the library could not compute them.
+    Without `extremes`, min and max are None: two passes fewer over a numpy array, one over a
+    tensor (a divergence watch, which compares by hash, norm and mean, at every pass)."""
     try:
         if _torch_tensor(value):
-            return torch_summary(value, with_hash)
+            return torch_summary(value, with_hash, extremes)
         if _numpy_array(value):
-            return numpy_summary(value, with_hash)
+            return numpy_summary(value, with_hash, extremes)
         if _number(value):
             return number_summary(value, with_hash)
     except Exception as exc:  # noqa: BLE001 - an odd tensor (meta, sparse, fp8): say so in the row
@@ -134,7 +136,7 @@ NOTHING = "no tensors, arrays or numbers in it"
 """The `error` of the one row of a value with nothing to summarize."""
 
 
-def summarize(name: str, value, with_hash: bool = True) -> list[dict]:
+def summarize(name: str, value, with_hash: bool = True, extremes: bool = True) -> list[dict]:
     """One row per entry of `value`: [{name, shape, dtype, device, numel, mean, ..., hash}].
 
     A tensor, array or number gives one row named `name`; a dict gives `name.key` rows, a list
@@ -143,10 +145,10 @@ def summarize(name: str, value, with_hash: bool = True) -> list[dict]:
     is NOTHING. Past MAX_ENTRIES, the last row's `more` says how many entries were left out.
     """
     if _leaf(value):
-        return [dict(name=name, **summary(value, with_hash))]
+        return [dict(name=name, **summary(value, with_hash, extremes))]
     count = [0, 0]
     try:
-        rows = [dict(name=n, **summary(v, with_hash)) for n, v in _entries(name, value, 0, count)]
+        rows = [dict(name=n, **summary(v, with_hash, extremes)) for n, v in _entries(name, value, 0, count)]
     except Exception as exc:  # noqa: BLE001 - a collection that fails while walked: say so
         return [{"name": name, "dtype": type(value).__name__, "error": f"{type(exc).__name__}: {exc}"[:300]}]
     if not rows:
