@@ -22,9 +22,13 @@ def ranked(ray_cluster, client):
     cls = ray.remote(num_cpus=1)(ranked_job.RankedTrainer)
     actors = [cls.remote(100 + r, 2) for r in range(2)]
     pids = ray.get([a.pid.remote() for a in actors])
-    wait_until(
-        lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == 2,
-        timeout=10,
+
+    def ranks_live() -> set:
+        return {w["rank"] for w in client.workers() if w["pid"] in pids and w["state"] != "exited"}
+
+    wait_until(  # each rank held by a live worker of these two: what an attach by rank looks up
+        lambda: ranks_live() == {100, 101},
+        timeout=30,
         message="ranked attach targets listed",
     )
     yield actors, pids
