@@ -39,8 +39,9 @@ export async function parallelUiBody(page: Page, stateDir: string, shot: (name: 
   if ((await header.getAttribute("aria-expanded")) === "false") {
     await header.click();
   }
-  // The job's root: its label names the job, its description the four ranks.
-  const root = pane.locator(".monaco-list-row", { hasText: `job ${jobId.slice(0, 8)}` }).filter({ hasText: "ranks 0-3 (4)" }).first();
+  // The job's root: its label names the job, its description the four ranks (and how many
+  // workers: the job's unranked task worker too, when it stands in Python).
+  const root = pane.locator(".monaco-list-row", { hasText: `job ${jobId.slice(0, 8)}` }).filter({ hasText: /ranks 0-3 \(\d+\)/ }).first();
   await until("the demo job's root in the Parallel Stacks view", 60_000, async () => {
     await header.hover();
     await header.locator('a.action-label[aria-label="Show Parallel Stacks"]').click();
