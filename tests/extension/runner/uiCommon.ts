@@ -32,6 +32,8 @@ export async function brokerJson<T>(stateDir: string, method: string, route: str
 
 export interface WorkerRow {
   id: string;
+  /** Ids of the cluster points armed in it now (its agent's last report). */
+  armed?: string[];
   job_id?: string | null;
   rank: number | null;
   actor_class: string | null;
@@ -43,4 +45,21 @@ export interface WorkerRow {
 export async function trainers(stateDir: string): Promise<Map<number, WorkerRow>> {
   const rows = await brokerJson<WorkerRow[]>(stateDir, "GET", "/v1/workers");
   return new Map(rows.filter((w) => w.actor_class === "Trainer" && w.rank !== null && w.state !== "exited").map((w) => [w.rank as number, w]));
+}
+
+export interface EventRow {
+  seq: number;
+  name: string;
+  rank: number | null;
+}
+
+/** The timeline's entries named `name` after `since` (GET /v1/events). */
+export function eventsSince(stateDir: string, since: number, name: string): Promise<EventRow[]> {
+  return brokerJson(stateDir, "GET", `/v1/events?since=${since}&name=${encodeURIComponent(name)}`);
+}
+
+/** The newest timeline entry's seq (0 when there is none). */
+export async function lastSeq(stateDir: string): Promise<number> {
+  const all = await brokerJson<EventRow[]>(stateDir, "GET", "/v1/events");
+  return all.reduce((m, e) => Math.max(m, e.seq), 0);
 }

@@ -11,7 +11,7 @@ import * as fs from "fs";
 import * as path from "path";
 import { Locator, Page } from "playwright-core";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
-import { brokerJson, trainers, until } from "./uiCommon";
+import { brokerJson, eventsSince, lastSeq, trainers, until } from "./uiCommon";
 
 export const SCENARIO_TITLE =
   "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect";
@@ -148,7 +148,7 @@ async function showClusterView(page: Page): Promise<void> {
 }
 
 /** The cluster set's points of every owner (checks only). */
-function clusterPoints(stateDir: string): Promise<{ line: number; scope: string | null }[]> {
+function clusterPoints(stateDir: string): Promise<{ id: string; line: number; scope: string | null }[]> {
   return brokerJson(stateDir, "GET", "/v1/breakpoints");
 }
 
@@ -310,6 +310,7 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await page.keyboard.press("Enter");
     await page.locator(".editor-instance .margin .codicon-debug-breakpoint-conditional").first().waitFor({ timeout: 10_000 });
     const before = (await trainers(ctx.stateDir)).get(0)?.paused_since ?? 0;
+    const seq = await lastSeq(ctx.stateDir);
     await palette(page, "Ray Sleuth: Continue All Paused");
     // Rank 0 runs on and stops at the line once more (a new pause); the others pass it.
     await until("rank 0 paused again, a new pause", 60_000, async () => {
@@ -317,7 +318,12 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
       return r0?.state === "paused" && (r0.paused_since ?? 0) > before;
     });
     await until(`rank 0 paused at demo.py:${line} in the Cluster view`, 30_000, () => rowSays(page, 0, `paused at demo.py:${line}`));
-    await new Promise((r) => setTimeout(r, 2_000)); // the other ranks' step passes the line meanwhile
+    // The line is the demo's `raysleuth.event("step", ...)`: an event from each other rank after
+    // the continue says it passed the line (a stop there comes before the event).
+    await until("ranks 1-3 past the line", 60_000, async () => {
+      const ranks = new Set((await eventsSince(ctx.stateDir, seq, "step")).map((e) => e.rank));
+      return [1, 2, 3].every((r) => ranks.has(r));
+    });
     const others = await trainers(ctx.stateDir);
     for (const r of [1, 2, 3]) {
       if (others.get(r)?.state === "paused") {
@@ -329,12 +335,26 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
 
   // 8. Remove the breakpoint (a gutter click) and let rank 0 go.
   await step("remove the breakpoint, Continue All", async () => {
+    const ids = new Set((await clusterPoints(ctx.stateDir)).filter((b) => b.line === line).map((b) => b.id));
     await clickGutter(page, lineText);
     await until("no breakpoint in the gutter", 10_000, async () => !(await page.locator(".editor-instance .margin .codicon-debug-breakpoint-conditional").first().isVisible()));
+    // The removal takes the editor, the broker and then rank 0's agent: Continue before the agent
+    // let go of the point would stop rank 0 at it once more.
+    await until("the point gone from the broker and disarmed in rank 0", 30_000, async () => {
+      const points = await clusterPoints(ctx.stateDir);
+      const r0 = (await trainers(ctx.stateDir)).get(0);
+      return !points.some((b) => b.line === line) && r0 !== undefined && !(r0.armed ?? []).some((id) => ids.has(id));
+    });
+    const seq = await lastSeq(ctx.stateDir);
     await continueAll(page);
     await until("rank 0 running again", 60_000, async () => (await trainers(ctx.stateDir)).get(0)?.state !== "paused");
-    await new Promise((r) => setTimeout(r, 2_000)); // a few steps pass the line
-    if ((await trainers(ctx.stateDir)).get(0)?.state === "paused") {
+    // Two more passes of the line by rank 0 (its step events), and no stop among them.
+    let stoppedAgain = false;
+    await until("rank 0 past the line twice", 60_000, async () => {
+      stoppedAgain = (await trainers(ctx.stateDir)).get(0)?.state === "paused";
+      return stoppedAgain || (await eventsSince(ctx.stateDir, seq, "step")).filter((e) => e.rank === 0).length >= 2;
+    });
+    if (stoppedAgain || (await trainers(ctx.stateDir)).get(0)?.state === "paused") {
       throw new Error("rank 0 stopped again after its breakpoint was removed");
     }
   });
