@@ -157,19 +157,23 @@ describe("The detective and rank groups against the demo's real broker", functio
     await vscode.commands.executeCommand(Commands.chooseRankGroup, "ext-pair");
     assert.strictEqual(api.groupChoice.current, "ext-pair");
     try {
-      await client.requestJson("POST", "/v1/pause", { group: "ext-pair" });
-      const paused = await waitFor(
-        "ranks 0 and 1 paused, 2 and 3 running",
+      // A rank idle between steps pauses when it next runs Python (`pending`); one paused
+      // mid-step holds the lockstep driver, so the other may stay pending: both are answers.
+      const pair = (await client.getWorkers()).filter((w) => w.actor_class === "Trainer" && w.state !== "exited" && (w.rank === 0 || w.rank === 1)).map((w) => w.id);
+      const asked = await client.pauseWorkers({ group: "ext-pair" });
+      const answered = [...(asked.paused ?? []), ...(asked.pending ?? []).map((p) => p.worker)];
+      assert.deepStrictEqual(answered.sort(), [...pair].sort(), JSON.stringify(asked));
+      await waitFor(
+        "rank 0 or 1 paused, 2 and 3 not",
         async () => {
           const ws = (await client.getWorkers()).filter((w) => w.actor_class === "Trainer" && w.state !== "exited");
           const byRank = new Map(ws.map((w) => [w.rank, w.state]));
-          return byRank.get(0) === "paused" && byRank.get(1) === "paused" && byRank.get(2) !== "paused" && byRank.get(3) !== "paused" && ws;
+          return (byRank.get(0) === "paused" || byRank.get(1) === "paused") && byRank.get(2) !== "paused" && byRank.get(3) !== "paused";
         },
         60_000,
       );
-      assert.strictEqual(paused.filter((w) => w.state === "paused").length, 2);
       const reply = await client.continueWorkers({ group: "ext-pair" });
-      assert.strictEqual(reply.continued.length, 2);
+      assert.strictEqual((reply.continued ?? []).length + (reply.cancelled ?? []).length, 2, JSON.stringify(reply));
     } finally {
       await client.continueWorkers({ group: "ext-pair" });
       api.groupChoice.set(undefined);
