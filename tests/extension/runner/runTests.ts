@@ -13,6 +13,7 @@ import { BrokerReadyInfo } from "../../../extension/broker/types";
 import { PARALLEL_UI_TITLE, parallelUiBody } from "./uiParallel";
 import { STACKS_UI_TITLE, stacksUiBody } from "./uiStacks";
 import { SCENARIO_TITLE, scenarioBody } from "./uiScenario";
+import { pollFor } from "./uiCommon";
 
 interface Outcome {
   title: string;
@@ -46,24 +47,12 @@ function say(msg: string): void {
   console.log(`[runTests +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
+function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  return pollFor(what, timeoutMs, probe, () => {
     if (DEMO_PID && !alive(DEMO_PID)) {
       throw new Error(`raysleuth demo (pid ${DEMO_PID}) exited while waiting for ${what}; see its log in ${RUN_DIR}`);
     }
-    try {
-      const v = await probe();
-      if (v !== undefined) {
-        return v;
-      }
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+  });
 }
 
 function alive(pid: number): boolean {

@@ -6,13 +6,28 @@ import { BrokerReadyInfo } from "../../../extension/broker/types";
 
 /** Polls `probe` until it says true (a throw counts as not yet); fails after `timeoutMs`. */
 export async function until(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+  await pollFor(what, timeoutMs, async () => ((await probe()) ? true : undefined));
+}
+
+/** Polls `probe` every 250 ms until it gives a value, for at most `timeoutMs`; a probe that throws
+ * counts as "not yet" (the last error is in the timeout's message); `guard` may throw to stop early,
+ * e.g. when a process the wait needs has exited. */
+export async function pollFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>, guard?: () => void): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await probe().catch(() => false))) {
-    if (Date.now() > deadline) {
-      throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+  let last: unknown;
+  while (Date.now() < deadline) {
+    guard?.();
+    try {
+      const v = await probe();
+      if (v !== undefined) {
+        return v;
+      }
+    } catch (err) {
+      last = err;
     }
     await new Promise((r) => setTimeout(r, 250));
   }
+  throw new Error(`Timed out after ${timeoutMs / 1000} s waiting for ${what}${last ? `: ${String(last)}` : ""}`);
 }
 
 /** One request to the broker that `stateDir/broker.json` names, with its token; the JSON answer. */

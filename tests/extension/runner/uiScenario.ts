@@ -264,7 +264,8 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await repl.getByText(/nothing runs in a replay of crash/).first().waitFor({ timeout: 30_000 });
     await stoppedLineShown(page);
     if (await errorToast.first().isVisible()) {
-      throw new Error(`an error toast in the replay: ${await errorToast.first().textContent()}`);
+      const message = errorToast.first().locator(".notification-list-item-message").first();
+      throw new Error(`an error toast in the replay: ${await message.innerText({ timeout: 5_000 })}`);
     }
     await ctx.shot("4-replay");
     await page.keyboard.press("Shift+F5");

@@ -155,6 +155,13 @@ async def test_killing_worker_mid_session_ends_the_session_cleanly(broker, clien
         await s.wait_event("terminated", timeout=30)
         out = [e["body"]["output"] for e in s.events if e["event"] == "output"]
         assert any("ended" in o and f"pid={pid}" in o and "on purpose" in o for o in out), out
+        # What the editor asks as the session ends answers without an error toast each (the
+        # console line above says why once): no threads, and a quiet failure.
+        threads = await s.request("threads", {})
+        assert threads["body"]["threads"] == []
+        trace = await s.request("stackTrace", {"threadId": 1}, check=False)
+        assert not trace["success"] and trace["body"]["error"]["showUser"] is False, trace
+        assert "session ended" in trace["message"], trace
         # The broker runs on and serves others.
         assert client.workers() is not None
     finally:

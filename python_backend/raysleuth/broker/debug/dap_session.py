@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.debug import rayframes
 from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
+from raysleuth.broker.debug.links import LinkClosed, WorkerLink
 from raysleuth.broker.debug.targets import resolve_target
 from raysleuth.broker.debug.waits import held_worker, with_agent
 from raysleuth.broker.postmortem.replay import QUIET_EVALUATE, RUN_COMMANDS
@@ -22,7 +23,6 @@ from raysleuth.shared.errors import SleuthError
 
 if TYPE_CHECKING:
     from raysleuth.broker.debug.leases import LinkLeases
-    from raysleuth.broker.debug.links import WorkerLink
     from raysleuth.broker.postmortem.crashes import CrashStore
     from raysleuth.broker.postmortem.replay import Replay
     from raysleuth.broker.workers.agents import Agents
@@ -91,6 +91,8 @@ class DapSession:
         self._progress_id: str | None = None
         self.attached = asyncio.Event()
         """Set once an attach (to a worker, or to a crash record) was accepted."""
+        self.ended: str | None = None
+        """Why the attached worker's link went away, once it did."""
 
     def __str__(self) -> str:
         rank = self.link.worker.rank if self.link else None
@@ -282,7 +284,7 @@ class DapSession:
         kept = None
         link = self.link
         if link is None:
-            await self.respond(request, error="Ray Sleuth: this session is attached to no worker now.")
+            await self._answer_ended(request, "this session is attached to no worker now.")
             return
         if command == "setBreakpoints":
             path = (args.get("source") or {}).get("path")
@@ -291,6 +293,9 @@ class DapSession:
             args, kept = scope_breakpoints(args, link.worker)
         try:
             resp = await link.request(command, args)
+        except LinkClosed as exc:
+            await self._answer_ended(request, exc.message)
+            return
         except SleuthError as exc:
             await self.respond(request, error=f"Ray Sleuth: {exc.message}")
             return
@@ -307,11 +312,20 @@ class DapSession:
         else:
             await self.respond(request, body, error=resp.get("message") or "failed")
 
+    async def _answer_ended(self, request: dict, why: str) -> None:
+        """A request that came as the worker went away: the session's end (a `terminated` event and
+        its cause in the console) says so once; answers in flight must not add an error toast each."""
+        if request.get("command") == "threads":
+            await self.respond(request, {"threads": []})
+        else:
+            await self.respond(request, error=f"Ray Sleuth: {why}", show_user=False)
+
     async def release(self) -> None:
         """End this session's lease: its breakpoints go, a stopped worker runs on."""
         link, self.link = self.link, None
         if link is None:
             return
+        self.ended = "the session was ended"
         await self.door.leases.release(link, self)
 
     async def link_closed(self, link: WorkerLink) -> None:
@@ -319,6 +333,7 @@ class DapSession:
         if link is not self.link:
             return
         self.link = None
+        self.ended = "the worker's debugger went away"
         cause = await self.door.leases.describe_exit(link.worker_id)
         await self.output(f"Ray Sleuth: {link} ended: {cause}", category="important")
         await self.event("terminated")
@@ -333,6 +348,8 @@ class DapSession:
             await self.respond(request, error=f"Ray Sleuth: {command}'s arguments must be a JSON object.")
         elif self.replay is not None:
             await self._replay_answer(request)
+        elif self.link is None and self.ended is not None:
+            await self._answer_ended(request, f"'{command}' came after the session ended: {self.ended}")
         elif self.link is None:
             await self.respond(
                 request,
