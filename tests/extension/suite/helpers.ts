@@ -186,3 +186,8 @@ export function trackDapMessages(messages: Map<string, DapMessage[]>): vscode.Di
     },
   });
 }
+
+/** An enabled editor breakpoint at `index` (0-based line) of `file`. */
+export function sourceBreakpoint(file: string, index: number, condition?: string, logMessage?: string): vscode.SourceBreakpoint {
+  return new vscode.SourceBreakpoint(new vscode.Location(vscode.Uri.file(file), new vscode.Position(index, 0)), true, condition, undefined, logMessage);
+}
