@@ -50,6 +50,8 @@ class SleuthRegistry:
             return {"ok": False, "error": "report without a worker id"}
         old = self._reports.get(worker_id)
         info = dict(info, received=time.time(), goodbye=None)
+        if "gpu" not in info and old is not None and old.get("gpu") is not None:
+            info["gpu"] = old["gpu"]  # a poke's report takes no sample: the heartbeat's stands
         self._reports[worker_id] = info
         # A heartbeat that changes nothing but timestamps needn't wake the broker.
         if old is None or _without_times(old) != _without_times(info):
