@@ -10,20 +10,28 @@ export const PARALLEL_UI_TITLE = "UI: Parallel Stacks: a right click on the job'
 
 const GROUP = "ui-trainers";
 
-/** Right-clicks `row` and runs the context menu's `action`. A click that lands while the menu
- * still settles leaves it open (seen in CI under load): then the item is clicked again, or, the
- * pointer on it, Enter takes it, as a user would. */
-async function contextAction(page: Page, row: Locator, action: string): Promise<void> {
-  await row.click({ button: "right" });
+/** Right-clicks `row` and runs the context menu's `action` until `done()` says it took effect.
+ * Under load (seen in CI) a click can land while the menu still settles (the menu stays open:
+ * click again, or Enter on the item, as a user would), and the menu can close before the click
+ * (the tree re-rendered or the row's hover took the focus): then it is opened again. */
+async function contextAction(page: Page, row: Locator, action: string, done: () => Promise<boolean>): Promise<void> {
   const item = page.getByRole("menuitem", { name: action }).first();
-  await item.waitFor({ timeout: 10_000 });
-  for (let attempt = 0; attempt < 3; attempt++) {
-    await (attempt < 2 ? item.click() : item.hover().then(() => page.keyboard.press("Enter")));
-    if (await item.waitFor({ state: "hidden", timeout: 3_000 }).then(() => true, () => false)) {
+  for (let attempt = 0; attempt < 4; attempt++) {
+    if (!(await item.isVisible())) {
+      await row.click({ button: "right" });
+      if (!(await item.waitFor({ timeout: 10_000 }).then(() => true, () => false))) {
+        continue;
+      }
+    }
+    const take = attempt % 2 === 0 ? item.click({ timeout: 5_000 }) : item.hover({ timeout: 5_000 }).then(() => page.keyboard.press("Enter"));
+    if (!(await take.then(() => true, () => false))) {
+      continue;
+    }
+    if (await until(`"${action}" to take effect`, 20_000, done).then(() => true, () => false)) {
       return;
     }
   }
-  throw new Error(`the context menu did not take "${action}"`);
+  throw new Error(`the context menu's "${action}" did not take effect in 4 tries`);
 }
 
 export async function parallelUiBody(page: Page, stateDir: string, shot: (name: string) => Promise<void>): Promise<void> {
@@ -49,9 +57,8 @@ export async function parallelUiBody(page: Page, stateDir: string, shot: (name: 
   });
   await shot("parallel-stacks");
   try {
-    await contextAction(page, root, "Make Rank Group…");
     const input = page.locator(".quick-input-widget input");
-    await input.waitFor({ timeout: 10_000 });
+    await contextAction(page, root, "Make Rank Group…", () => input.isVisible());
     await input.fill(GROUP);
     await page.keyboard.press("Enter");
     await page.getByText(`group "${GROUP}" is ranks 0,1,2,3`).first().waitFor({ timeout: 20_000 });
@@ -62,12 +69,12 @@ export async function parallelUiBody(page: Page, stateDir: string, shot: (name: 
     }
     // Ranks inside a step stop at once; a rank idle between steps (in Ray's loop, not in Python)
     // stops when it next runs Python: the report names both kinds.
-    await contextAction(page, root, "Pause Group");
-    await page.getByText(/Ray Sleuth: .*(paused rank|will pause when)/).first().waitFor({ timeout: 30_000 });
+    const paused = page.getByText(/Ray Sleuth: .*(paused rank|will pause when)/).first();
+    await contextAction(page, root, "Pause Group", () => paused.isVisible());
     await until("a Trainer rank paused", 30_000, async () => [...(await trainers(stateDir)).values()].some((w) => w.state === "paused"));
     await shot("parallel-stacks-paused");
-    await contextAction(page, root, "Continue Group");
-    await page.getByText(/Ray Sleuth: (continued|called off)/).first().waitFor({ timeout: 30_000 });
+    const continued = page.getByText(/Ray Sleuth: (continued|called off)/).first();
+    await contextAction(page, root, "Continue Group", () => continued.isVisible());
     await until("the four Trainer ranks running again", 60_000, async () => [...(await trainers(stateDir)).values()].every((w) => w.state !== "paused"));
   } finally {
     await brokerJson(stateDir, "POST", "/v1/continue", { workers: [...ids] }).catch(() => undefined);
