@@ -92,7 +92,7 @@ class DapSession:
         self.attached = asyncio.Event()
         """Set once an attach (to a worker, or to a crash record) was accepted."""
         self.ended: str | None = None
-        """Why the attached worker's link went away, once it did."""
+        """Why the session lost its worker (the link closed, or the session was released), once it did."""
 
     def __str__(self) -> str:
         rank = self.link.worker.rank if self.link else None
