@@ -14,6 +14,7 @@ from __future__ import annotations
 import dis
 import inspect
 import os
+import sys
 
 from raysleuth.agent.log import swallow
 
@@ -45,11 +46,12 @@ def _task_function(frame):
 def capture(frames: list, is_internal) -> tuple[dict | None, bytes | None]:
     """What a rerun needs, from the raise's frames (innermost first): ({function, path, line,
     args, bytes} or {unavailable: why}, the pickle). `is_internal(path)` tells Ray's own files."""
-    import ray
-
     if not frames:
         return None, None
+    ray = sys.modules.get("ray")
     try:
+        if ray is None or not ray.is_initialized():  # get_runtime_context() would start a Ray
+            return {"unavailable": "not raised in a Ray task: nothing to submit again"}, None
         ctx = ray.get_runtime_context()
         if ctx.get_actor_id():
             return {"unavailable": "an actor method: its actor's state has moved on since"}, None
