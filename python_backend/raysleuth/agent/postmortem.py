@@ -25,6 +25,7 @@ import time
 import traceback
 
 from raysleuth.agent import debugger, stops
+from raysleuth.agent.identity import ray_connected
 from raysleuth.agent.log import swallow
 
 HOLD_ENV = "RAYSLEUTH_POSTMORTEM_HOLD"
@@ -138,10 +139,11 @@ def _events(agent) -> list[dict]:
 
 def _task() -> dict:
     out: dict = {}
-    ray = sys.modules.get("ray")
     try:
-        if ray is None or not ray.is_initialized():  # get_runtime_context() would start a Ray
+        if not ray_connected():  # get_runtime_context() would start a Ray
             return out
+        import ray
+
         ctx = ray.get_runtime_context()
         out["task_id"] = ctx.get_task_id()
         name = getattr(ctx, "get_task_name", None)

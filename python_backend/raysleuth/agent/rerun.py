@@ -14,8 +14,8 @@ from __future__ import annotations
 import dis
 import inspect
 import os
-import sys
 
+from raysleuth.agent.identity import ray_connected
 from raysleuth.agent.log import swallow
 
 MAX_BYTES_ENV = "RAYSLEUTH_RERUN_MAX_BYTES"
@@ -48,10 +48,11 @@ def capture(frames: list, is_internal) -> tuple[dict | None, bytes | None]:
     args, bytes} or {unavailable: why}, the pickle). `is_internal(path)` tells Ray's own files."""
     if not frames:
         return None, None
-    ray = sys.modules.get("ray")
     try:
-        if ray is None or not ray.is_initialized():  # get_runtime_context() would start a Ray
+        if not ray_connected():  # get_runtime_context() would start a Ray
             return {"unavailable": "not raised in a Ray task: nothing to submit again"}, None
+        import ray
+
         ctx = ray.get_runtime_context()
         if ctx.get_actor_id():
             return {"unavailable": "an actor method: its actor's state has moved on since"}, None
