@@ -116,11 +116,24 @@ def _watch_for_divergence(client) -> None:
 
     lines, first = inspect.getsourcelines(Trainer.step)
     line = first + next(i for i, text in enumerate(lines) if "the demo watches grad_scale" in text)
-    client.post(
+    wid = client.post(
         "/v1/watches",
         {"path": os.path.abspath(__file__), "line": line, "expressions": ["grad_scale"], "step": "step"},
-    )
+    )["id"]
     _say(f"      watching grad_scale across ranks at demo.py:{line} (raysleuth cases shows what it finds)")
+    _wait_armed(client, wid)
+
+
+def _wait_armed(client, wid: str, timeout: float = 60.0) -> None:
+    """Until every rank armed the watch: on a loaded machine a rank that arms late misses the
+    steps before it, and the divergence at step DIVERGE_AT with them."""
+    armed, end = 0, time.monotonic() + timeout
+    while time.monotonic() < end:
+        armed = sum(wid in (w.get("armed") or []) for w in client.workers())
+        if armed >= WORLD_SIZE:
+            return
+        time.sleep(0.1)
+    _say(f"      warning: the watch is armed on {armed} of {WORLD_SIZE} ranks after {timeout:.0f} s")
 
 
 def _say_new_cases(client, seen: set) -> None:
@@ -205,8 +218,10 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
-                    _say(f"      step {step}: rank {r} failed: {exc.cause!r}")
-                    if not _planned_crash(r, step, exc.cause):
+                    planned = _planned_crash(r, step, exc.cause)
+                    note = " (planned: the demo's staged crash, kept as a case)" if planned else ""
+                    _say(f"      step {step}: rank {r} failed: {exc.cause!r}{note}")
+                    if not planned:
                         unplanned.append(f"step {step}, rank {r}: {exc.cause!r}")
             ray.get(batch)
             _say_new_cases(client, seen_cases)
