@@ -4,7 +4,6 @@
 import { ChildProcess, spawn } from "child_process";
 import * as fs from "fs";
 import * as http from "http";
-import * as net from "net";
 import * as path from "path";
 
 export function env(name: string): string {
@@ -23,21 +22,9 @@ export const STATE_DIR = env("RAYSLEUTH_STATE_DIR");
 export const PYTHON = process.env.RAYSLEUTH_PYTHON ?? path.join(ROOT, ".venv", "bin", "python");
 export const RUN_DIR = env("RAYSLEUTH_RUN_DIR");
 
-
 const t0 = Date.now();
 export function say(msg: string): void {
   console.log(`[runTests +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export function httpOk(url: string): Promise<boolean> {

@@ -12,7 +12,8 @@ import { PARALLEL_UI_TITLE, parallelUiBody } from "./uiParallel";
 import { STACKS_UI_TITLE, stacksUiBody } from "./uiStacks";
 import { SCENARIO_TITLE, scenarioBody } from "./uiScenario";
 import { pollFor } from "./uiCommon";
-import { CODE_SERVER, NODE24, ROOT, RUN_DIR, STATE_DIR, env, freePort, httpOk, prepareDirs, say, startCodeServer, stopGroup, workbenchUrl } from "./codeServer";
+import { freePort } from "../ports";
+import { CODE_SERVER, NODE24, ROOT, RUN_DIR, STATE_DIR, env, httpOk, prepareDirs, say, startCodeServer, stopGroup, workbenchUrl } from "./codeServer";
 
 interface Outcome {
   title: string;

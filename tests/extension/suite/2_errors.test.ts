@@ -1,10 +1,10 @@
 // What the user is told when the broker cannot be used: a wrong token (401)
 // and a broker that is not running. Runs against the demo's real broker.
 import * as assert from "assert";
-import * as net from "net";
 import type { RaySleuthApi } from "../../../extension/extension";
 import { BrokerClient, BrokerError } from "../../../extension/broker/brokerClient";
 import type { Notifier } from "../../../extension/broker/brokerConnection";
+import { freePort } from "../ports";
 import { activateExtension, demoBroker, waitFor } from "./helpers";
 
 interface Shown {
@@ -18,17 +18,6 @@ function recordingNotifier(shown: Shown[]): Notifier {
     return Promise.resolve(undefined);
   };
   return { error: record, info: record };
-}
-
-async function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 describe("Broker errors", () => {
@@ -77,7 +66,7 @@ describe("Broker errors", () => {
   });
 
   it("a broker that is not running gives the connection-refused message with its two actions", async () => {
-    const url = `http://127.0.0.1:${await closedPort()}`;
+    const url = `http://127.0.0.1:${await freePort()}`;
     const ok = await api.connection.connectTo({ url, token: "t", source: "test" }, { interactive: true });
     assert.strictEqual(ok, false);
     await waitFor("the notification", () => shown.length === 1);
