@@ -78,6 +78,10 @@ CHANGES_WAIT_S = 5.0
 RETRY_S = 1.0
 """Wait before asking a registry actor that failed again."""
 
+EMITTED_GATHER_S = 0.1
+"""After a batch of agents' items, how long the next ones may gather before the broker asks:
+one registry call carries the rows of several workers' passes instead of one each."""
+
 
 class Broker:
     def __init__(self, address: str | None, host: str, port: int, dap_port: int, state_dir: Path) -> None:
@@ -221,6 +225,8 @@ class Broker:
             for item in items:
                 with swallowed(log, "routing an item from an agent", level=logging.ERROR):
                     self.inbox.route(item)
+            if items and await _wait(self._stop, EMITTED_GATHER_S):
+                return
 
     # --- serving ----------------------------------------------------------------------------
 

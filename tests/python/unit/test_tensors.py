@@ -37,7 +37,7 @@ def test_numpy_array_statistics_match_numpys_own():
 
 
 def test_hash_is_equal_for_equal_data_and_differs_for_one_changed_element():
-    a = np.arange(100_003, dtype=np.float32) / 7  # words in rows of 4096, a remainder, a tail
+    a = np.arange(100_003, dtype=np.float32) / 7  # words in rows of HASH_COLUMNS, a remainder, a tail
     b = a.copy()
     assert summary(a)["hash"] == summary(b)["hash"]
     for i in (0, 4096, 50_000, 100_002):
