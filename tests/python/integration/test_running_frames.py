@@ -54,7 +54,7 @@ def test_breakpoint_in_a_running_loop_stops_its_rank_at_the_next_pass(client, sp
     assert (w["paused_at"]["path"], w["paused_at"]["line"]) == (JOB, SPIN)
     assert by_pid(client, pids[0])["state"] != "paused"
     rows = client.post("/v1/evaluate", {"expression": "spins > 0", "ranks": [1]})
-    assert [(r["rank"], r.get("value")) for r in rows] == [(1, "True")]
+    assert [(r["rank"], r.get("value")) for r in rows] == [(1, "True")], rows
     assert client.post("/v1/continue", {"ranks": [1]})["continued"] == [w["id"]]
     assert all(n > 0 for n in ray.get(refs, timeout=30))  # the one call of each finishes
 
