@@ -13,6 +13,10 @@ from raysleuth.model.compare import DEFAULT_RTOL, flag_group
 KEEP_PASSES = 256
 """Passes kept while waiting for every rank to get there (the oldest are dropped)."""
 
+KEEP_DONE = 4096
+"""Keys of compared passes remembered (a late row of one is ignored); the oldest are forgotten,
+so a watch that runs for days holds no more than this."""
+
 
 class DivergenceFinder:
     def __init__(
@@ -29,7 +33,8 @@ class DivergenceFinder:
         of them (in scope) got there. Without it: the ranks that sent a row so far."""
         self.seen: set[int] = set()
         self.passes: dict[object, dict[int, dict]] = {}
-        self.done: set = set()
+        self.done: dict = {}
+        """Keys of the passes compared, oldest first (an ordered set of at most KEEP_DONE)."""
         self.last_agreed: object = None
         """The key (pass count, or step) of the last pass where all agreed."""
         self.last_agreed_rows: dict[int, dict] = {}
@@ -65,7 +70,9 @@ class DivergenceFinder:
             if len(want) < 2 or not want <= set(got):
                 break  # pass `k` waits for a rank; later passes wait for it too
             del self.passes[k]
-            self.done.add(k)
+            self.done[k] = None
+            if len(self.done) > KEEP_DONE:
+                del self.done[next(iter(self.done))]
             self.compared += 1
             found = self._compare(k, got)
             if found is not None:

@@ -11,7 +11,7 @@ import pytest
 from raysleuth.broker.cases.watches import WatchService
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.tasks import OwnedTasks
-from raysleuth.model.divergence import DivergenceFinder
+from raysleuth.model.divergence import KEEP_DONE, DivergenceFinder
 from raysleuth.model.point import parse_watch
 from raysleuth.shared.errors import BadRequest
 
@@ -60,6 +60,15 @@ def test_ranks_that_agree_file_nothing_and_a_pass_waits_for_its_late_rank():
     for n in range(1, 6):
         assert f.add(row(3, n), n) is None
     assert f.compared == 5 and f.divergence is None and f.last_agreed == 5
+
+
+def test_a_long_watch_remembers_a_bounded_number_of_compared_passes():
+    f = DivergenceFinder(ranks={0, 1})
+    for n in range(1, KEEP_DONE + 500):
+        for rank in (0, 1):
+            f.add(row(rank, n), n)
+    assert f.compared == KEEP_DONE + 499 and len(f.done) == KEEP_DONE and not f.passes
+    assert f.add(row(0, KEEP_DONE + 400), KEEP_DONE + 400) is None and not f.passes  # late: ignored
 
 
 def test_lined_up_by_a_step_local_when_ranks_pass_the_line_a_different_number_of_times():
