@@ -39,7 +39,9 @@ def set_trace(breakpoint_uuid=None):
     caller = sys._getframe(1)
     try:
         debugger.open_listener()
-        stops.set_paused({"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"})
+        stops.set_paused(
+            {"path": caller.f_code.co_filename, "line": caller.f_lineno, "reason": "breakpoint"}, caller
+        )
         _poke()
     except Exception:  # noqa: BLE001 - Ray's own path still works without us
         swallow("opening our listener for breakpoint()")

@@ -54,10 +54,12 @@ def evaluate(expression: str) -> dict:
     """Evaluate in the frame where this worker is paused now (after any stepping)."""
     from raysleuth.agent.capture import bounded_repr
 
-    tid = stops.paused_thread()
-    if tid is None:  # paused from the editor (DAP pause) or stepping: the task thread
-        tid = threading.main_thread().ident
-    frame = user_frame(sys._current_frames().get(tid)) if tid is not None else None
+    frame = stops.paused_frame()  # a breakpoint's own frame, not what its wait runs meanwhile
+    if frame is None:
+        tid = stops.paused_thread()
+        if tid is None:  # paused from the editor (DAP pause) or stepping: the task thread
+            tid = threading.main_thread().ident
+        frame = user_frame(sys._current_frames().get(tid)) if tid is not None else None
     if frame is None:
         return {"ok": False, "error": "this worker is not paused"}
     where = {"path": frame.f_code.co_filename, "line": frame.f_lineno}

@@ -293,7 +293,8 @@ def stop_here(agent: AgentPort, frame, point_id: str | None) -> None:
         agent.log.exception("opening the debugger for a breakpoint failed")
         return
     stops.set_paused(
-        {"path": frame.f_code.co_filename, "line": line, "reason": "breakpoint", "breakpoint": point_id}
+        {"path": frame.f_code.co_filename, "line": line, "reason": "breakpoint", "breakpoint": point_id},
+        frame,
     )
     agent.poke()
     try:

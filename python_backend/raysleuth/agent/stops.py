@@ -12,6 +12,11 @@ _paused_at: dict | None = None
 _paused_thread: int | None = None
 """Ident of the thread that is stopped (evaluate runs in its frame)."""
 
+_paused_frame = None
+"""The user's frame the stopped thread stopped at, where the stop knows it: evaluate runs there.
+The thread's innermost frames are not that frame while it waits: Ray's own call that counts it
+paused (a GCS request, slow under load) runs inside the wait."""
+
 crashed: dict | None = None
 """{crash, path, line, reason, held_until} while this worker is held after a crash."""
 
@@ -26,11 +31,13 @@ _waiting: set[WaitCancel] = set()
 """One per thread waiting for a debugger (debugger.wait_for_client); set by `resume_waiting()`."""
 
 
-def set_paused(where: dict | None) -> None:
-    """Note that the calling thread stops at `where` ({path, line, reason}), or runs again (None)."""
-    global _paused_at, _paused_thread
+def set_paused(where: dict | None, frame=None) -> None:
+    """Note that the calling thread stops at `where` ({path, line, reason}) in the user's `frame`
+    (if known), or runs again (None)."""
+    global _paused_at, _paused_thread, _paused_frame
     _paused_at = where
     _paused_thread = threading.get_ident() if where is not None else None
+    _paused_frame = frame if where is not None else None
 
 
 def paused_at() -> dict | None:
@@ -42,6 +49,11 @@ def paused_at() -> dict | None:
 def paused_thread() -> int | None:
     """The ident of the stopped thread, or None (paused from the editor, or stepping)."""
     return _paused_thread
+
+
+def paused_frame():
+    """The user's frame the stopped thread stopped at, or None (not known, or not stopped)."""
+    return _paused_frame
 
 
 def set_crashed(held: dict | None) -> None:
