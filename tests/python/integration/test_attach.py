@@ -41,6 +41,11 @@ def is_loopback(ip: str) -> bool:
     return addr.is_loopback or bool(getattr(addr, "ipv4_mapped", None) and addr.ipv4_mapped.is_loopback)
 
 
+def rows_of(client, pids) -> list:
+    keys = ("id", "pid", "rank", "state", "agent", "last_seen", "actor_class", "job_id")
+    return [{k: w.get(k) for k in keys} for w in client.workers() if w["pid"] in pids]
+
+
 def worker_by_pid(client, pid):
     return next(w for w in client.workers() if w["pid"] == pid)
 
@@ -49,9 +54,12 @@ def worker_by_pid(client, pid):
 async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, ranked):
     actors, pids = ranked
     host, port = dap_address(broker)
-    s = await open_session(
-        host, port, {"token": broker.token, "rank": 100}, breakpoints={JOB: [{"line": STEP_LINE}]}
-    )
+    try:
+        s = await open_session(
+            host, port, {"token": broker.token, "rank": 100}, breakpoints={JOB: [{"line": STEP_LINE}]}
+        )
+    except DapError as exc:  # a rank that read as gone once under load: say what the table holds
+        raise AssertionError(f"{exc}; the broker's rows of {pids} now: {rows_of(client, pids)}") from None
     try:
         ref = actors[0].step.remote(3)
         tid, frames = await stopped_frames(s)

@@ -12,12 +12,13 @@ from helpers import FIXTURES, marker_line, wait_until
 
 JOB = str(FIXTURES / "cluster_bp.py")
 SPIN = marker_line(JOB, "cbp-spin")
-SPIN_S = 10.0
-"""How long each spin() call loops: long enough to arm a point inside it while it runs."""
+SPIN_S = 120.0
+"""The most each spin() call loops; it ends once the test's `done` file exists (the state the
+test waits for), so arming and stopping inside it may take what a loaded machine needs."""
 
 
 @pytest.fixture
-def spinning(ray_cluster, client):
+def spinning(ray_cluster, client, tmp_path):
     client.delete("/v1/breakpoints")
     cls = ray.remote(num_cpus=0)(cluster_bp.Ranked)
     actors = [cls.remote(r, 2) for r in range(2)]
@@ -27,11 +28,13 @@ def spinning(ray_cluster, client):
         timeout=15,
         message="2 ranked workers listed",
     )
-    refs = [a.spin.remote(SPIN_S) for a in actors]
+    done = tmp_path / "done"
+    refs = [a.spin.remote(SPIN_S, str(done)) for a in actors]
     wait_until(
         lambda: all(by_pid(client, p)["state"] == "running" for p in pids), 10, message="both inside spin()"
     )
-    yield refs, pids
+    yield refs, pids, done
+    done.touch()
     client.delete("/v1/breakpoints")
     client.post("/v1/continue", {})
     for a in actors:
@@ -43,11 +46,11 @@ def by_pid(client, pid):
 
 
 def test_breakpoint_in_a_running_loop_stops_its_rank_at_the_next_pass(client, spinning):
-    refs, pids = spinning
+    refs, pids, done = spinning
     client.set_breakpoints(JOB, [{"line": SPIN, "condition": "[rank 1] spins > 0", "hitCondition": "1"}])
     w = wait_until(
         lambda: (x := by_pid(client, pids[1]))["state"] == "paused" and x,
-        SPIN_S - 1,
+        60,
         0.05,
         "rank 1 paused inside the spin() call that was running when the point was set",
     )
@@ -56,11 +59,12 @@ def test_breakpoint_in_a_running_loop_stops_its_rank_at_the_next_pass(client, sp
     rows = client.post("/v1/evaluate", {"expression": "spins > 0", "ranks": [1]})
     assert [(r["rank"], r.get("value")) for r in rows] == [(1, "True")], rows
     assert client.post("/v1/continue", {"ranks": [1]})["continued"] == [w["id"]]
+    done.touch()
     assert all(n > 0 for n in ray.get(refs, timeout=30))  # the one call of each finishes
 
 
 def test_logpoint_in_a_running_loop_prints_without_a_new_call(client, spinning):
-    refs, pids = spinning
+    refs, pids, done = spinning
     seen = client.get("/v1/logs")
     since = seen[-1]["seq"] if seen else 0
     client.set_breakpoints(
@@ -72,10 +76,11 @@ def test_logpoint_in_a_running_loop_prints_without_a_new_call(client, spinning):
             and len(x) >= 3
             and x
         ),
-        SPIN_S - 1,
+        60,
         0.05,
         "3 logpoint lines from the running loop",
     )
     assert [(r["rank"], r["message"]) for r in lines] == [(0, "spin True")] * 3
+    done.touch()
     assert all(n > 0 for n in ray.get(refs, timeout=30))
     assert not [r for r in client.get(f"/v1/logs?since={since}") if r["line"] == SPIN and r["rank"] != 0]
