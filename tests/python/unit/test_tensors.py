@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from raysleuth.model import tensors
+from raysleuth.model import tensor_math, tensors
+from raysleuth.model.tensor_math import HASH_COLUMNS
 from raysleuth.model.tensors import nothing_to_summarize, summarize, summary, tensor_text
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
@@ -47,6 +48,10 @@ def test_hash_is_equal_for_equal_data_and_differs_for_one_changed_element():
     swapped = a.copy()
     swapped[[3, 4]] = swapped[[4, 3]]  # same values, other order
     assert summary(swapped)["hash"] != summary(a)["hash"]
+    column = 2 * HASH_COLUMNS  # float32 index of the word below word 0: same column, next row
+    across = a.copy()
+    across[[0, 1, column, column + 1]] = across[[column, column + 1, 0, 1]]
+    assert summary(across)["hash"] != summary(a)["hash"]
     assert (
         summary(a.reshape(7, -1) if a.size % 7 == 0 else a[:-1].reshape(2, -1))["hash"] != summary(a)["hash"]
     )
@@ -210,3 +215,15 @@ def test_torch_and_numpy_hash_alike_for_odd_sizes_views_and_small_dtypes():
         torch.randn(3, 5)[:, 1:3],  # a view: hashed as its contiguous copy
     ):
         assert summary(t)["hash"] == summary(t.numpy())["hash"], t.dtype
+
+
+@needs_torch
+def test_torch_rows_mix_alike_by_matrix_product_and_by_slices(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(tensor_math, "HASH_CHUNK_WORDS", 7 * HASH_COLUMNS)  # many slices, a short last one
+    words = torch.randint(-(2**63), 2**63 - 1, (3000, HASH_COLUMNS), dtype=torch.int64)
+    weights = torch.randint(-(2**63), 2**63 - 1, (HASH_COLUMNS,), dtype=torch.int64) | 1
+    by_mv = tensor_math._torch_row_mix(torch, words, weights, matmul=True)
+    by_slices = tensor_math._torch_row_mix(torch, words, weights, matmul=False)  # the GPU's way
+    assert torch.equal(by_mv, by_slices) and by_mv.shape == (3000,)
