@@ -1,7 +1,7 @@
 // The Cases view's rows (issue 26): every failure the broker saw as a case, newest first, with the
 // scene a click opens. Pure, no vscode import (plain mocha tests it).
 import type { CaseKind, CaseSummary } from "../broker/types";
-import { cell, escapeHtml as escape, page } from "./html";
+import { card, cell, escapeHtml as escape, page } from "./html";
 
 /** The codicon of each kind. */
 export const CASE_ICONS: Record<CaseKind, string> = {
@@ -56,12 +56,14 @@ export function divergenceHtml(summary: string, evidence: Record<string, unknown
   const rows = divergenceRows(evidence);
   const cols = STATS.filter((k) => rows.some((r) => r.cells[k] !== undefined && r.cells[k] !== null));
   const head = `<tr><th>rank</th>${cols.map((c) => `<th>${escape(c)}</th>`).join("")}</tr>`;
-  const body = rows
-    .map((r) => `<tr>${cell(String(r.rank), r.differs ? ["differs"] : [])}${cols.map((c) => cell(r.cells[c] === undefined ? "—" : typeof r.cells[c] === "string" ? (r.cells[c] as string) : JSON.stringify(r.cells[c]), r.differs ? ["differs"] : [])).join("")}</tr>`)
-    .join("");
+  const text = (v: unknown): string | undefined => (v === undefined ? undefined : typeof v === "string" ? v : JSON.stringify(v));
+  const mark = (r: { differs: boolean }) => (r.differs ? ["differs"] : []);
+  const body = rows.map((r) => `<tr>${cell(String(r.rank), mark(r))}${cols.map((c) => cell(text(r.cells[c]) ?? "—", mark(r))).join("")}</tr>`).join("");
+  // A narrow editor (the panel opens beside the code) shows one card per rank instead of the table.
+  const cards = rows.map((r) => card(`rank ${r.rank}${r.differs ? " · differs from the majority" : ""}`, cols.map((c) => ({ name: c, value: text(r.cells[c]), cls: mark(r) })))).join("");
   const where = `${escape(String(evidence.expression ?? "?"))} at pass ${escape(String(evidence.pass ?? "?"))}${evidence.step !== null && evidence.step !== undefined ? ` (step ${escape(String(evidence.step))})` : ""}; all agreed at pass ${escape(String(evidence.last_agreed_pass ?? "none"))}${evidence.last_agreed_step !== null && evidence.last_agreed_step !== undefined ? ` (step ${escape(String(evidence.last_agreed_step))})` : ""}`;
   return page(
     "Divergence across ranks",
-    `<h2>Divergence across ranks</h2><div class="meta">${escape(summary)}</div><div class="meta">${where}</div><div class="wide"><table><thead>${head}</thead><tbody>${body}</tbody></table></div>`,
+    `<h2>Divergence across ranks</h2><div class="meta">${escape(summary)}</div><div class="meta">${where}</div><div class="wide"><table><thead>${head}</thead><tbody>${body}</tbody></table></div><div class="cards">${cards}</div>`,
   );
 }

@@ -14,6 +14,15 @@ export function cell(text: string, cls: string[] = [], max = 300): string {
   return `<td${attr} title="${escapeHtml(text)}">${escapeHtml(shown)}</td>`;
 }
 
+/** One card of the narrow layout: a title, then `name: value` lines (a value cut to 300 characters). */
+export function card(title: string, lines: readonly { name: string; value: string | undefined; cls: string[] }[]): string {
+  const body = lines.map(({ name, value, cls }) => {
+    const shown = value === undefined ? "—" : value.length > 300 ? `${value.slice(0, 300)}…` : value;
+    return `<div${cls.length ? ` class="${cls.join(" ")}"` : ""} title="${escapeHtml(value ?? "")}"><span class="name">${escapeHtml(name)}:</span> ${escapeHtml(shown)}</div>`;
+  });
+  return `<div class="card"><h3>${escapeHtml(title)}</h3>${body.join("")}</div>`;
+}
+
 const STYLE = `
 body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground); padding: 0 12px; }
 h2 { font-size: 1.1em; font-weight: 600; }
@@ -87,16 +96,15 @@ export function snapshotHtml(title: string, table: SnapshotTable, note = "", val
     )
     .join("\n");
   const cards = table.rows
-    .map((r) => {
-      const who = `${r.rank === null ? "no rank" : `rank ${r.rank}`} · ${timeText(r.time)} · ${r.where}`;
-      const lines = table.columns.map((c, j) => {
-        const v = r.cells[j];
-        const cls = [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])];
-        const shown = v === undefined ? "—" : v.length > 300 ? `${v.slice(0, 300)}…` : v;
-        return `<div${cls.length ? ` class="${cls.join(" ")}"` : ""} title="${escapeHtml(v ?? "")}"><span class="name">${escapeHtml(c)}:</span> ${escapeHtml(shown)}</div>`;
-      });
-      return `<div class="card"><h3>${escapeHtml(who)}</h3>${lines.join("")}</div>`;
-    })
+    .map((r) =>
+      card(
+        `${r.rank === null ? "no rank" : `rank ${r.rank}`} · ${timeText(r.time)} · ${r.where}`,
+        table.columns.map((c, j) => {
+          const v = r.cells[j];
+          return { name: c, value: v, cls: [...(v === undefined ? ["missing"] : []), ...(r.differs[j] ? ["differs"] : [])] };
+        }),
+      ),
+    )
     .join("\n");
   return page(
     title,

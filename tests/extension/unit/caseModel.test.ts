@@ -27,5 +27,8 @@ describe("Cases", () => {
     assert.match(html, /grad at pass 8; all agreed at pass 7/);
     assert.match(html, /<tr><td class="differs"[^>]*>2<\/td>/);
     assert.match(html, /<th>norm<\/th><th>hash<\/th>/);
+    // The narrow layout (the panel beside the code hides the table): one card per rank, rank 2's marked.
+    assert.match(html, /<div class="cards"><div class="card"><h3>rank 0<\/h3>/);
+    assert.match(html, /<h3>rank 2 · differs from the majority<\/h3><div class="differs" title="1.001"><span class="name">norm:<\/span> 1.001<\/div>/);
   });
 });
