@@ -19,9 +19,15 @@ HASH_COLUMNS = 512
 """The hash views the raw data as 64-bit words in rows of this many. The fastest width here for
 the weighted row sums of 40 MB: numpy 1.9 ms (2.2 at 256, 4.5 at 4096), torch 3.2 ms."""
 
+FUSED_CHUNK_BYTES = 1 << 21
+"""A large contiguous float array is summarized in slices of this size, which stay in the cache:
+the hash, the sum and the dot product of a slice read memory once, not three times."""
+
+FUSED_MIN_BYTES = 1 << 22
+"""Arrays from this size on take the sliced way (below it the calls per slice cost more)."""
+
 HASH_CHUNK_WORDS = 1 << 21
-"""Off the CPU (no 64-bit integer matrix-vector product there) the rows are weighted in slices
-of this many words: a temporary of 16 MiB at most."""
+"""Off the CPU (no int64 matrix-vector product there) rows are weighted in slices of this many words."""
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
@@ -268,6 +274,11 @@ def numpy_summary(a, with_hash: bool, extremes: bool = True) -> dict:
     with np.errstate(all="ignore"):
         flat = a.reshape(-1)
         n = flat.size
+        fused = _numpy_fused(np, flat, extremes, shape) if with_hash and _fusable(np, flat) else None
+        if fused is not None:
+            stats, out["hash"] = fused
+            out.update(stats)
+            return out
         if n == 0:
             out.update(mean=None, std=None, min=None, max=None, norm=0.0, nan=0, inf=0)
         elif a.dtype.kind == "c":
@@ -333,3 +344,56 @@ def _numpy_hash(np, a, dtype: str, shape) -> str:
         t = (rest * _mix_weights(len(rest), 3, make)).sum(dtype=np.uint64) if len(rest) else 0
         parts = [int(r), int(t)]
     return _hash_text(dtype, shape, parts, bytes(b[w * 8 :]))
+
+
+def _fusable(np, flat) -> bool:
+    return (
+        flat.dtype in (np.float32, np.float64)
+        and flat.flags.c_contiguous
+        and flat.nbytes >= FUSED_MIN_BYTES
+        and flat.ctypes.data % 8 == 0
+    )
+
+
+def _numpy_fused(np, flat, extremes: bool, shape: list):
+    """(statistics, hash) of a large contiguous float array, slice by slice, each slice hashed
+    and then reduced while it is still in the cache; the same numbers as the separate passes.
+    None when a statistic is not finite (the separate passes count NaN and Inf)."""
+    b = flat.view(np.uint8)
+    w = len(b) // 8
+    words = b[: w * 8].view(np.uint64)
+    make = _numpy_weights(np)
+    cols = HASH_COLUMNS
+    rows = w // cols
+    main = words[: rows * cols].reshape(rows, cols)
+    col_weights = _mix_weights(cols, 2, make)
+    per_row = cols * 8 // flat.itemsize
+    step = max(1, FUSED_CHUNK_BYTES // (cols * 8))
+    mixed = np.empty(rows, dtype=np.uint64)
+    s = sq = 0.0
+    lows, highs = [], []
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        np.einsum("ij,j->i", main[r0:r1], col_weights, out=mixed[r0:r1])
+        part = flat[r0 * per_row : r1 * per_row]
+        s += float(np.einsum("i->", part))
+        sq += float(np.dot(part, part))
+        if extremes:
+            lows.append(part.min())
+            highs.append(part.max())
+    rest = flat[rows * per_row :]
+    if len(rest):
+        s += float(rest.sum())
+        sq += float(np.dot(rest, rest))
+        if extremes:
+            lows.append(rest.min())
+            highs.append(rest.max())
+    mn, mx = (float(min(lows)), float(max(highs))) if extremes else (None, None)
+    if not _all_finite(s, sq, mn, mx):
+        return None
+    std = float(flat.std(ddof=1)) if _cancels(flat.size, s, sq) else None
+    r = (mixed * _mix_weights(rows, 1, make)).sum(dtype=np.uint64)
+    tail_words = words[rows * cols :]
+    t = (tail_words * _mix_weights(len(tail_words), 3, make)).sum(dtype=np.uint64) if len(tail_words) else 0
+    digest = _hash_text(str(flat.dtype), shape, [int(r), int(t)], bytes(b[w * 8 :]))
+    return dict(_stats(flat.size, s, sq, mn, mx, std), nan=0, inf=0), digest

@@ -227,3 +227,19 @@ def test_torch_rows_mix_alike_by_matrix_product_and_by_slices(monkeypatch):
     by_mv = tensor_math._torch_row_mix(torch, words, weights, matmul=True)
     by_slices = tensor_math._torch_row_mix(torch, words, weights, matmul=False)  # the GPU's way
     assert torch.equal(by_mv, by_slices) and by_mv.shape == (3000,)
+
+
+def test_a_large_array_is_summarized_in_slices_with_the_same_numbers():
+    a = np.random.default_rng(3).standard_normal(1_500_003).astype(np.float32) + 0.5  # rest words and a tail
+    assert tensor_math._fusable(np, a) and tensor_math._numpy_fused(np, a, True, [a.size]) is not None
+    s = summary(a.reshape(3, -1) if a.size % 3 == 0 else a)
+    assert s["hash"] == tensor_math._numpy_hash(np, a, "float32", s["shape"])  # the one-pass hash's number
+    exact = a.astype(np.float64)
+    assert close(s["mean"], exact.mean()) and close(s["norm"], float(np.sqrt(exact @ exact)))
+    assert close(s["std"], exact.std(ddof=1)) and (s["min"], s["max"]) == (float(a.min()), float(a.max()))
+    one_ulp = a.copy()
+    one_ulp[777_777] = np.nextafter(one_ulp[777_777], np.float32(np.inf))
+    assert summary(one_ulp)["hash"] != summary(a)["hash"]
+    a[10] = np.nan  # not finite: the separate passes count it
+    s = summary(a)
+    assert s["nan"] == 1 and s["hash"] == tensor_math._numpy_hash(np, a, "float32", s["shape"])
