@@ -3,8 +3,7 @@
 // no raySleuth setting and the folder in Restricted Mode: connect, a held crash's notification →
 // Inspect (VS Code asks for trust), Continue All ends that session, a click on the record replays
 // it and Continue in the replay runs nothing, click a worker to attach, a plain gutter breakpoint
-// stops rank 0 only, a `[rank 0]` condition typed into the condition box, disconnect, and a click
-// on the demo's divergence case in the Cases view opens its table across ranks (issue 26).
+// stops rank 0 only, a `[rank 0]` condition typed into the condition box, disconnect.
 // runTests.ts runs it against the packaged .vsix installed into code-server (or the development
 // folder) and saves a screenshot per step.
 import { ChildProcess, spawn } from "child_process";
@@ -15,7 +14,7 @@ import { BrokerReadyInfo } from "../../../extension/broker/types";
 import { brokerJson, eventsSince, lastSeq, trainers, until } from "./uiCommon";
 
 export const SCENARIO_TITLE =
-  "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect, a divergence case's table";
+  "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect";
 
 export interface ScenarioContext {
   root: string;
@@ -182,16 +181,9 @@ async function trustIfAsked(page: Page, done: Locator, timeoutMs: number): Promi
   return true;
 }
 
-
-/** The first row that says `text` in the Ray Sleuth view titled `view` (Crashes, Cases), expanded first. */
-async function viewRow(page: Page, view: string, text: RegExp): Promise<Locator> {
-  await showClusterView(page);
-  const title = page.locator("h3.title", { hasText: new RegExp(`^${view}$`) });
-  const header = page.locator(".pane-header", { has: title });
-  if ((await header.getAttribute("aria-expanded")) === "false") {
-    await header.click();
-  }
-  return page.locator(".pane", { has: header }).locator(".monaco-list-row", { hasText: text }).first();
+/** The Crashes view's row of the newest record that says `text`. */
+function crashRow(page: Page, text: RegExp): Locator {
+  return page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Crashes$/ }) }).locator(".monaco-list-row", { hasText: text }).first();
 }
 
 /** The Debug Console (a session opens it; its panel tab is clicked when another panel shows). */
@@ -255,7 +247,12 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
   // 4. A click on the record opens its replay (not "already being debugged"); Continue there runs
   // nothing and raises no error: the scene stays.
   await step("the record's replay; Continue in it runs nothing", async () => {
-    const row = await viewRow(page, "Crashes", /rank 7 .*ZeroDivisionError/);
+    await showClusterView(page);
+    const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Crashes$/ }) });
+    if ((await header.getAttribute("aria-expanded")) === "false") {
+      await header.click();
+    }
+    const row = crashRow(page, /rank 7 .*ZeroDivisionError/);
     await row.waitFor({ timeout: 30_000 });
     await row.click();
     await page.locator(".debug-toolbar").waitFor({ timeout: 30_000 });
@@ -376,20 +373,5 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await showClusterView(page);
     await clusterRow(page, 0).waitFor({ timeout: 10_000 });
     await ctx.shot("7-disconnected");
-  });
-
-  // 10. The demo's rank 2 drifts from step 30 under its divergence watch: a click on that case in
-  // the Cases view opens the table across ranks, rank 2's row marked.
-  await step("a click on the divergence case opens its table across ranks", async () => {
-    const row = await viewRow(page, "Cases", /rank 2 diverged .*\(step 30\)/);
-    await row.waitFor({ timeout: 60_000 });
-    await row.click();
-    await page.locator(".tabs-container .tab", { hasText: "Divergence across ranks" }).first().waitFor({ timeout: 30_000 });
-    // A webview's page lives in an iframe inside the workbench's webview iframe; beside the code
-    // the panel is narrow and shows a card per rank instead of the table.
-    const panel = page.frameLocator("iframe.webview").frameLocator("iframe#active-frame");
-    const marked = panel.locator("td.differs", { hasText: /^2$/ }).or(panel.locator(".card h3", { hasText: "rank 2 · differs from the majority" }));
-    await marked.filter({ visible: true }).first().waitFor({ timeout: 30_000 });
-    await ctx.shot("8-divergence-case");
   });
 }
