@@ -328,7 +328,8 @@ def _numpy_weights(np):
     return make
 
 
-def _numpy_hash(np, a, dtype: str, shape) -> str:
+def _numpy_hash(np, a, dtype: str, shape, mixed=None) -> str:
+    """`mixed`: the rows' column-weighted sums when the caller already has them (_numpy_fused)."""
     b = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     w = len(b) // 8
     parts: list[int] = []
@@ -339,7 +340,8 @@ def _numpy_hash(np, a, dtype: str, shape) -> str:
         rows = w // cols
         main = words[: rows * cols].reshape(rows, cols)
         rest = words[rows * cols :]
-        mixed = np.einsum("ij,j->i", main, _mix_weights(cols, 2, make))
+        if mixed is None:
+            mixed = np.einsum("ij,j->i", main, _mix_weights(cols, 2, make))
         r = (mixed * _mix_weights(rows, 1, make)).sum(dtype=np.uint64)
         t = (rest * _mix_weights(len(rest), 3, make)).sum(dtype=np.uint64) if len(rest) else 0
         parts = [int(r), int(t)]
@@ -392,8 +394,5 @@ def _numpy_fused(np, flat, extremes: bool, shape: list):
     if not _all_finite(s, sq, mn, mx):
         return None
     std = float(flat.std(ddof=1)) if _cancels(flat.size, s, sq) else None
-    r = (mixed * _mix_weights(rows, 1, make)).sum(dtype=np.uint64)
-    tail_words = words[rows * cols :]
-    t = (tail_words * _mix_weights(len(tail_words), 3, make)).sum(dtype=np.uint64) if len(tail_words) else 0
-    digest = _hash_text(str(flat.dtype), shape, [int(r), int(t)], bytes(b[w * 8 :]))
+    digest = _numpy_hash(np, flat, str(flat.dtype), shape, mixed)
     return dict(_stats(flat.size, s, sq, mn, mx, std), nan=0, inf=0), digest
