@@ -175,6 +175,7 @@ class Agent:
         wid = self.ident.worker_id
         if self.ident.static is None or self.disabled or wid is None:
             return
+        self.outbox.flush_rows(force=True)
         self.link.goodbye(wid)
 
     # --- what the rest of the worker calls --------------------------------------------------
@@ -204,6 +205,10 @@ class Agent:
     def emit(self, kind: str, payload: dict) -> None:
         """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
         self.outbox.emit(kind, payload)
+
+    def emit_row(self, payload: dict) -> None:
+        """A divergence watch's row: queued, sent in a batch by the agent thread. Never waits."""
+        self.outbox.emit_row(payload)
 
     def record_event(self, record: dict, keep: dict | None = None) -> None:
         """From the user's thread: an append, no call (the agent thread sends them in batches).
@@ -274,8 +279,10 @@ class Agent:
                 wait = EARLY_HEARTBEAT_S  # an actor's identity arrives just after start-up
             else:
                 wait = HEARTBEAT_S
-            # One call is both the heartbeat and a long poll for commands.
-            commands = self.link.call("heartbeat", info, wait, extra_timeout=wait)
+            # One call is both the heartbeat and a long poll for commands; a watch's rows leave
+            # while it waits.
+            rows = (self.outbox.nudge, self.outbox.flush_rows)
+            commands = self.link.call("heartbeat", info, wait, extra_timeout=wait, meanwhile=rows)
             if commands is None:
                 self._synced.set()  # no broker: nothing to arm; Ray's loads must not wait
                 self._resume_waiting_threads()

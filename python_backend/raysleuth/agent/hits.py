@@ -156,11 +156,12 @@ class Hits:
             watch = p.point.watch
             if watch is None:
                 payload["frames"] = capture_frames(frame)
+                agent.emit("snapshot", payload)
             else:  # a divergence watch: lined up by pass (or by a local), no frames
                 payload["pass"] = p.hits
                 if watch.get("step"):
                     payload["step"] = step_value(frame, watch["step"])
-            agent.emit("snapshot", payload)
+                agent.emit_row(payload)
         else:
             p.fired += 1
             debugger.stop_here(agent, frame, p.id)

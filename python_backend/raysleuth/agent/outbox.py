@@ -1,9 +1,10 @@
-"""What the agent sends to the broker besides its report: logpoint lines, snapshots, crash
-records and `raysleuth.event()` records.
+"""What the agent sends to the broker besides its report: logpoint lines, snapshots, a watch's
+rows, crash records and `raysleuth.event()` records.
 
 Called from user threads: an emit only submits a call (or queues it while no broker is known),
-an event is an append; the agent thread sends the queues with the heartbeat. Never waits except
-for a crash record's answer, never raises.
+an event or a row is an append; the agent thread sends events with the heartbeat and rows in
+batches while it waits for the heartbeat's answer. Never waits except for a crash record's
+answer, never raises.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import time
 
 from raysleuth.agent import rank as rank_mod
 from raysleuth.agent.log import swallow
@@ -24,6 +26,13 @@ PENDING_EMITS_MAX = 500
 
 RECENT_EVENTS = 200
 """`raysleuth.event()` records kept in the worker for its crash records."""
+
+ROW_BATCH_S = 0.1
+"""A divergence watch's rows leave this worker in one call at most this often (the agent thread
+sends them): one call per row cost the registry more than the row's summary cost the rank."""
+
+ROWS_MAX = 1000
+"""A watch's rows kept for the next batch at most (older ones are dropped, counted)."""
 
 
 class Outbox:
@@ -44,6 +53,14 @@ class Outbox:
         self._n_lock = threading.Lock()
         self.emit_dropped = 0
         self.events_dropped = 0
+        self._rows_lock = threading.Lock()
+        self._rows: collections.deque = collections.deque(maxlen=ROWS_MAX)
+        self._rows_since = 0.0
+        """When the oldest row not sent yet was queued (monotonic)."""
+        self.rows_dropped = 0
+        self.nudge = threading.Event()
+        """Set when a row is queued into an empty batch: the agent thread, in its long poll,
+        sends the batch ROW_BATCH_S later (registry.answer_meanwhile)."""
 
     def emit(self, kind: str, payload: dict) -> None:
         """Send a logpoint line or a snapshot to the broker. From the user's thread: never waits."""
@@ -66,6 +83,34 @@ class Outbox:
         except Exception:  # noqa: BLE001 - counted; the next heartbeat finds the broker again
             self.emit_dropped += 1
             swallow("sending a %s to the registry", kind)
+
+    def emit_row(self, payload: dict) -> None:
+        """Queue a divergence watch's row for the next batch. From the user's thread: an append."""
+        payload = dict(payload, rank=rank_mod.resolve_rank().rank, pid=os.getpid())
+        with self._rows_lock:
+            first = not self._rows
+            if first:
+                self._rows_since = time.monotonic()
+            elif len(self._rows) == self._rows.maxlen:
+                self.rows_dropped += 1
+            self._rows.append(payload)
+        if first:
+            self.nudge.set()
+
+    def flush_rows(self, force: bool = False) -> float | None:
+        """Send the queued rows in one item if the oldest waited ROW_BATCH_S (or `force`); the
+        seconds until they are due, or None when none wait (agent thread)."""
+        with self._rows_lock:
+            if not self._rows:
+                return None
+            due = self._rows_since + ROW_BATCH_S - time.monotonic()
+            if due > 0 and not force:
+                return due
+            batch = list(self._rows)
+            self._rows.clear()
+            dropped, self.rows_dropped = self.rows_dropped, 0
+        self.emit("rows", {"items": batch, "dropped": dropped})
+        return None
 
     def flush_emits(self) -> None:
         """Send what was queued while no broker was known (agent thread)."""

@@ -26,6 +26,10 @@ class AgentPort(Protocol):
         """Send a logpoint line, a snapshot row or an event to the broker (fire and forget)."""
         ...
 
+    def emit_row(self, payload: dict) -> None:
+        """Send a divergence watch's row (batched: it leaves within a fraction of a second)."""
+        ...
+
     def rearm_soon(self) -> None:
         """A point ruled itself out (rank known now, count reached): arm again soon."""
         ...

@@ -5,7 +5,9 @@ a failed call. Only the agent thread waits on it (and a failing task, for its cr
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
 
 from raysleuth.agent import taskgate
 from raysleuth.shared import names
@@ -56,14 +58,17 @@ class RegistryLink:
             self._log().exception("looking up the registry failed")
         return self.handle
 
-    def call(self, method: str, *args, extra_timeout: float = 0.0):
-        """Call the registry and wait for the answer; None if there is none or the call failed."""
+    def call(self, method: str, *args, extra_timeout: float = 0.0, meanwhile=None):
+        """Call the registry and wait for the answer; None if there is none or the call failed.
+        `meanwhile`: (event, work) for answer_meanwhile."""
 
         registry = self.lookup()
         if registry is None:
             return None
         try:
-            return answer(getattr(registry, method).remote(*args), CALL_TIMEOUT_S + extra_timeout)
+            ref = getattr(registry, method).remote(*args)
+            timeout = CALL_TIMEOUT_S + extra_timeout
+            return answer(ref, timeout) if meanwhile is None else answer_meanwhile(ref, timeout, *meanwhile)
         except Exception as exc:  # noqa: BLE001 - the broker went away or is slow: look again
             self._log().info("registry call %s failed (%s); looking it up again", method, type(exc).__name__)
             self.handle = None
@@ -89,3 +94,19 @@ def answer(ref, timeout: float):
     in `ray.get`: a thread blocked in Ray's `CoreWorker::Get` when the worker shuts down (its actor
     killed) makes Ray abort the exiting process (`counter_map.h:92 Check failed`, seen on 3.12)."""
     return ref.future().result(timeout=timeout)
+
+
+def answer_meanwhile(ref, timeout: float, wake: threading.Event, work: Callable[[], float | None]):
+    """`answer`, doing `work` while waiting: each time `wake` is set and when the seconds it
+    returned last have passed (None: nothing to do until woken). The answer sets `wake` too."""
+    fut = ref.future()
+    fut.add_done_callback(lambda _f: wake.set())
+    end = time.monotonic() + timeout
+    while not fut.done():
+        wake.clear()
+        due = work()
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        wake.wait(left if due is None else min(left, due))
+    return fut.result(timeout=0)

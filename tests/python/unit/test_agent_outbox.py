@@ -59,3 +59,74 @@ def test_events_are_kept_for_crash_records_and_sent_in_one_batch():
     ((_, _, kind, payload),) = reg.calls
     assert kind == "events" and [e["name"] for e in payload["items"]] == ["e0", "e1", "e2"]
     assert payload["dropped"] == 0
+
+
+def test_watch_rows_wait_for_a_batch_and_reach_the_broker_as_rows(monkeypatch):
+    from raysleuth.agent import outbox
+    from raysleuth.broker.events import EventHub
+    from raysleuth.broker.workers.inbox import Inbox
+
+    box, link, _ = make()
+    link.handle = reg = FakeRegistry()
+    assert box.flush_rows() is None and not box.nudge.is_set()  # nothing queued
+    for n in (1, 2, 3):
+        box.emit_row({"id": "wt1", "pass": n, "values": [{"name": "grad", "hash": f"h{n}"}]})
+    assert box.nudge.is_set()  # the first row of a batch wakes the agent thread
+    due = box.flush_rows()
+    assert due is not None and 0 < due <= outbox.ROW_BATCH_S and reg.calls == []
+    monkeypatch.setattr(outbox, "ROW_BATCH_S", 0.0)
+    assert box.flush_rows() is None
+    [(_, wid, kind, payload)] = reg.calls  # three rows, one call
+    assert (wid, kind, payload["dropped"]) == ("w1", "rows", 0)
+
+    class Table:
+        def get(self, wid):
+            return None
+
+    hub, got = EventHub(), []
+    hub.on("watch-row", got.append)
+    Inbox(Table(), None, None, None, hub).route({"worker": wid, "kind": kind, "data": payload})
+    assert [(w, r["pass"], r["values"][0]["hash"], r["worker"]) for w, r in got] == [
+        ("wt1", n, f"h{n}", "w1") for n in (1, 2, 3)
+    ]
+    assert all("rank" in r and r["pid"] for _, r in got)
+
+
+def test_a_full_row_batch_drops_the_oldest_and_says_how_many(monkeypatch):
+    from raysleuth.agent import outbox
+
+    monkeypatch.setattr(outbox, "ROWS_MAX", 4)
+    box, link, _ = make()
+    link.handle = reg = FakeRegistry()
+    for n in range(1, 7):
+        box.emit_row({"id": "wt1", "pass": n})
+    box.flush_rows(force=True)
+    [(_, _, _, payload)] = reg.calls
+    assert [r["pass"] for r in payload["items"]] == [3, 4, 5, 6] and payload["dropped"] == 2
+
+
+def test_the_agent_thread_sends_rows_while_it_waits_for_the_heartbeat_answer():
+    """answer_meanwhile: `work` runs when woken, the answer ends the wait (a real future)."""
+    from concurrent.futures import Future
+
+    from raysleuth.agent.registry import answer_meanwhile
+
+    fut: Future = Future()
+    wake = threading.Event()
+    worked: list[int] = []
+
+    class Ref:
+        def future(self):
+            return fut
+
+    def work():
+        worked.append(len(worked))
+        if len(worked) == 1:
+            threading.Thread(target=wake.set).start()  # a row queued: work runs again
+            return None
+        if len(worked) == 2:
+            threading.Thread(target=fut.set_result, args=(["cmd"],)).start()
+        return 5.0
+
+    assert answer_meanwhile(Ref(), 30.0, wake, work) == ["cmd"]
+    assert worked == [0, 1]

@@ -47,17 +47,27 @@ class Inbox:
                 dict(data, worker=w.to_json() if w else {"id": item.get("worker"), **who})
             )
         elif kind == "snapshot":
-            row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
-            if data.get("values"):
-                row["values"] = data["values"]
-            if isinstance(data.get("pass"), int):  # a divergence watch's pass (issue 26)
-                row["pass"], row["step"] = data["pass"], data.get("step")
-                row["job_id"] = w.job_id if w else None
-                self.hub.emit("watch-row", (data.get("id"), row))
-            elif self.points.add_row(data.get("id"), row):
-                self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
+            self._snapshot(who, data, w)
+        elif kind == "rows":  # a divergence watch's rows, in a batch (issue 26)
+            for one in data.get("items") or []:
+                if isinstance(one, dict):
+                    r = one.get("rank")
+                    self._snapshot(dict(who, rank=rank if r is None else r), one, w)
+            if data.get("dropped"):
+                self.timeline.add_event(who, "watch_rows_dropped", time.time(), {"count": data["dropped"]})
         else:
             log.info("an agent sent an item of unknown kind %r", kind)
+
+    def _snapshot(self, who: dict, data: dict, w) -> None:
+        row = dict(who, time=data.get("time"), frames=data.get("frames") or [])
+        if data.get("values"):
+            row["values"] = data["values"]
+        if isinstance(data.get("pass"), int):  # a divergence watch's pass (issue 26)
+            row["pass"], row["step"] = data["pass"], data.get("step")
+            row["job_id"] = w.job_id if w else None
+            self.hub.emit("watch-row", (data.get("id"), row))
+        elif self.points.add_row(data.get("id"), row):
+            self.hub.publish("snapshot", {"id": data.get("id"), "row": row})
 
 
 def cut_line(message) -> str:
