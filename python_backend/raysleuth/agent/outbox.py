@@ -27,7 +27,7 @@ PENDING_EMITS_MAX = 500
 RECENT_EVENTS = 200
 """`raysleuth.event()` records kept in the worker for its crash records."""
 
-ROW_BATCH_S = 0.1
+ROW_BATCH_S = 0.25
 """A divergence watch's rows leave this worker in one call at most this often (the agent thread
 sends them): one call per row cost the registry more than the row's summary cost the rank."""
 
