@@ -1,7 +1,8 @@
-// What the UI tests share: waiting for a condition, and the broker's answers read for checks
-// (the steps themselves are clicks and keys; these only look).
+// What the UI tests share: waiting for a condition, the mouse wheel over a list until a row
+// shows, and the broker's answers read for checks (the steps themselves are clicks and keys).
 import * as fs from "fs";
 import * as path from "path";
+import type { Locator, Page } from "playwright-core";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
 
 /** Polls `probe` until it says true (a throw counts as not yet); fails after `timeoutMs`. */
@@ -77,4 +78,37 @@ export function eventsSince(stateDir: string, since: number, name: string): Prom
 export async function lastSeq(stateDir: string): Promise<number> {
   const all = await brokerJson<EventRow[]>(stateDir, "GET", "/v1/events");
   return all.reduce((m, e) => Math.max(m, e.seq), 0);
+}
+
+/**
+ * Turns the mouse wheel over `list` (a view's list) until `row` shows whole inside it, as a person
+ * scrolls: a list draws only the rows in view, so a row far down is not on the page until then.
+ * `place` says where the row stands in the list (its index, from the broker's order), which tells
+ * the wheel's direction while the row is not drawn; each turn is half the list's height.
+ */
+export async function wheelToRow(page: Page, list: Locator, row: Locator, place: () => Promise<number | undefined>, timeoutMs: number): Promise<void> {
+  await until("the row to show in its list (mouse wheel)", timeoutMs, async () => {
+    const box = await list.boundingBox({ timeout: 5_000 });
+    if (!box || box.height < 1) {
+      return false;
+    }
+    const at = (await row.count()) ? await row.boundingBox({ timeout: 5_000 }) : null;
+    let dy: number;
+    if (at) {
+      if (at.y >= box.y && at.y + at.height <= box.y + box.height + 0.5) {
+        return true;
+      }
+      dy = at.y < box.y ? at.y - box.y : at.y + at.height - (box.y + box.height);
+    } else {
+      const target = await place();
+      const drawn = await list.locator(".monaco-list-row").evaluateAll((els) => els.map((e) => Number(e.getAttribute("data-index"))));
+      if (target === undefined || !drawn.length) {
+        return false;
+      }
+      dy = (target > Math.max(...drawn) ? 1 : -1) * Math.max(10, box.height / 2);
+    }
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, dy);
+    return false;
+  });
 }

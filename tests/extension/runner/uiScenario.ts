@@ -3,7 +3,8 @@
 // no raySleuth setting and the folder in Restricted Mode: connect, a held crash's notification →
 // Inspect (VS Code asks for trust), Continue All ends that session, a click on the record replays
 // it and Continue in the replay runs nothing, click a worker to attach, a plain gutter breakpoint
-// stops rank 0 only, a `[rank 0]` condition typed into the condition box, disconnect.
+// stops rank 0 only, a `[rank 0]` condition typed into the condition box, disconnect, and a click
+// on the demo's divergence case in the Cases view opens its comparison across ranks (issue 26).
 // runTests.ts runs it against the packaged .vsix installed into code-server (or the development
 // folder) and saves a screenshot per step.
 import { ChildProcess, spawn } from "child_process";
@@ -11,10 +12,10 @@ import * as fs from "fs";
 import * as path from "path";
 import { Locator, Page } from "playwright-core";
 import { BrokerReadyInfo } from "../../../extension/broker/types";
-import { brokerJson, eventsSince, lastSeq, trainers, until } from "./uiCommon";
+import { brokerJson, eventsSince, lastSeq, trainers, until, wheelToRow } from "./uiCommon";
 
 export const SCENARIO_TITLE =
-  "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect";
+  "UI scenario, Restricted Mode and no settings: connect, a held crash → Inspect, its replay, attach, a gutter breakpoint stops rank 0 only, [rank 0], disconnect, a divergence case's table";
 
 export interface ScenarioContext {
   root: string;
@@ -373,5 +374,32 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
     await showClusterView(page);
     await clusterRow(page, 0).waitFor({ timeout: 10_000 });
     await ctx.shot("7-disconnected");
+  });
+
+  // 10. The demo's rank 2 drifts from step 30 under its divergence watch: that case in the Cases
+  // view (wheeled to: the tests before leave many newer cases above it) opens the comparison
+  // across ranks, rank 2 marked.
+  await step("a click on the divergence case opens its table across ranks", async () => {
+    await showClusterView(page);
+    const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Cases$/ }) });
+    if ((await header.getAttribute("aria-expanded")) === "false") {
+      await header.click();
+    }
+    const text = /rank 2 diverged .*\(step 30\)/;
+    const pane = page.locator(".pane", { has: header });
+    const row = pane.locator(".monaco-list-row", { hasText: text }).first();
+    const place = async () => {
+      const i = (await brokerJson<{ summary: string }[]>(ctx.stateDir, "GET", "/v1/cases")).findIndex((c) => text.test(c.summary));
+      return i < 0 ? undefined : i;
+    };
+    await wheelToRow(page, pane.locator(".monaco-list").first(), row, place, 90_000);
+    await row.click();
+    await page.locator(".tabs-container .tab", { hasText: "Divergence across ranks" }).first().waitFor({ timeout: 30_000 });
+    // A webview's page lives in an iframe inside the workbench's webview iframe; beside the code
+    // the panel is narrow and shows a card per rank instead of the table.
+    const panel = page.frameLocator("iframe.webview").frameLocator("iframe#active-frame");
+    const marked = panel.locator("td.differs", { hasText: /^2$/ }).or(panel.locator(".card h3", { hasText: "rank 2 · differs from the majority" }));
+    await marked.filter({ visible: true }).first().waitFor({ timeout: 30_000 });
+    await ctx.shot("8-divergence-case");
   });
 }
