@@ -70,7 +70,7 @@ async def test_attach_by_rank_stops_at_breakpoint_and_evaluates(broker, client, 
         assert ev["body"]["result"] == "30"
         paused = await asyncio.to_thread(
             wait_until,
-            lambda: worker_by_pid(client, pids[0])["state"] == "paused" and worker_by_pid(client, pids[0]),
+            lambda: (w := worker_by_pid(client, pids[0]))["state"] == "paused" and w["paused_at"] and w,
             10,
             0.1,
             "paused state",

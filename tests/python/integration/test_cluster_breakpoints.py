@@ -75,7 +75,7 @@ def test_rank_scope_stops_only_that_rank(client, ranked):
     refs = [a.work.remote(3) for a in actors]
     others = [refs[r] for r in (0, 1, 3)]
     assert ray.get(others, timeout=30) == [EXPECTED[r] for r in (0, 1, 3)]
-    w = wait_until(lambda: by_pid(client, pids[2])["state"] == "paused" and by_pid(client, pids[2]), 10)
+    w = wait_until(lambda: (x := by_pid(client, pids[2]))["state"] == "paused" and x["paused_at"] and x, 10)
     assert w["paused_at"]["line"] == LINE and w["paused_at"]["path"] == JOB
     assert paused_pids(client, pids) == {pids[2]}
     # Evaluate on all paused ranks: only rank 2 answers, in its frame.
@@ -97,16 +97,17 @@ def test_first_rank_stops_rank_0_and_plain_tasks_not_the_other_ranks(client, ran
     assert not any(point["id"] in by_pid(client, p)["armed"] for p in pids[1:])
     refs = [a.work.remote(3) for a in actors]
     assert ray.get(refs[1:], timeout=30) == EXPECTED[1:]  # ranks 1-3 passed the line, never stopped
-    w = wait_until(lambda: by_pid(client, pids[0])["state"] == "paused" and by_pid(client, pids[0]), 15)
+    w = wait_until(lambda: (x := by_pid(client, pids[0]))["state"] == "paused" and x["paused_at"] and x, 15)
     assert w["paused_at"]["line"] == LINE
     helper = ray.remote(num_cpus=0)(cluster_bp.Unranked).remote()
     helper_pid = ray.get(helper.pid.remote(), timeout=30)
     try:
         call = helper.one.remote(1)
         plain = wait_until(
-            lambda: (w := listed(client, helper_pid)) is not None and w["state"] == "paused" and w, 30,
+            lambda: (w := listed(client, helper_pid)) and w["state"] == "paused" and w["paused_at"] and w,
+            30,
             message="the worker without a rank paused at the line",
-        )  # fmt: skip
+        )
         assert plain["rank"] is None and plain["paused_at"]["line"] == LINE
         assert paused_pids(client, pids) == {pids[0]}
         client.post("/v1/continue", {})
@@ -344,7 +345,9 @@ def test_pause_rank_then_continue_all(client, ranked):
     res = client.post("/v1/pause", {"ranks": [3]})
     assert res["paused"] and not res["skipped"], res
     w = wait_until(
-        lambda: (x := by_pid(client, pids[3]))["state"] == "paused" and x, 15, message="rank 3 paused"
+        lambda: (x := by_pid(client, pids[3]))["state"] == "paused" and x["paused_at"] and x,
+        15,
+        message="rank 3 paused",
     )
     assert w["paused_at"]["path"] == JOB and w["paused_at"]["line"] in (SPIN, SPIN - 1)
     assert paused_pids(client, pids) == {pids[3]}

@@ -49,7 +49,7 @@ def test_breakpoint_in_a_running_loop_stops_its_rank_at_the_next_pass(client, sp
     refs, pids, done = spinning
     client.set_breakpoints(JOB, [{"line": SPIN, "condition": "[rank 1] spins > 0", "hitCondition": "1"}])
     w = wait_until(
-        lambda: (x := by_pid(client, pids[1]))["state"] == "paused" and x,
+        lambda: (x := by_pid(client, pids[1]))["state"] == "paused" and x["paused_at"] and x,
         60,
         0.05,
         "rank 1 paused inside the spin() call that was running when the point was set",
