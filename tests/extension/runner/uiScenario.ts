@@ -182,9 +182,14 @@ async function trustIfAsked(page: Page, done: Locator, timeoutMs: number): Promi
   return true;
 }
 
-/** The Crashes view's row of the newest record that says `text`. */
-function crashRow(page: Page, text: RegExp): Locator {
-  return page.locator(".pane", { has: page.locator(".pane-header h3.title", { hasText: /^Crashes$/ }) }).locator(".monaco-list-row", { hasText: text }).first();
+/** The Ray Sleuth view titled `view` (Crashes, Cases), shown and expanded. */
+async function openPane(page: Page, view: string): Promise<Locator> {
+  await showClusterView(page);
+  const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: new RegExp(`^${view}$`) }) });
+  if ((await header.getAttribute("aria-expanded")) === "false") {
+    await header.click();
+  }
+  return page.locator(".pane", { has: header });
 }
 
 /** The Debug Console (a session opens it; its panel tab is clicked when another panel shows). */
@@ -248,12 +253,7 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
   // 4. A click on the record opens its replay (not "already being debugged"); Continue there runs
   // nothing and raises no error: the scene stays.
   await step("the record's replay; Continue in it runs nothing", async () => {
-    await showClusterView(page);
-    const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Crashes$/ }) });
-    if ((await header.getAttribute("aria-expanded")) === "false") {
-      await header.click();
-    }
-    const row = crashRow(page, /rank 7 .*ZeroDivisionError/);
+    const row = (await openPane(page, "Crashes")).locator(".monaco-list-row", { hasText: /rank 7 .*ZeroDivisionError/ }).first();
     await row.waitFor({ timeout: 30_000 });
     await row.click();
     await page.locator(".debug-toolbar").waitFor({ timeout: 30_000 });
@@ -380,13 +380,8 @@ export async function scenarioBody(page: Page, ctx: ScenarioContext): Promise<vo
   // view (wheeled to: the tests before leave many newer cases above it) opens the comparison
   // across ranks, rank 2 marked.
   await step("a click on the divergence case opens its table across ranks", async () => {
-    await showClusterView(page);
-    const header = page.locator(".pane-header", { has: page.locator("h3.title", { hasText: /^Cases$/ }) });
-    if ((await header.getAttribute("aria-expanded")) === "false") {
-      await header.click();
-    }
     const text = /rank 2 diverged .*\(step 30\)/;
-    const pane = page.locator(".pane", { has: header });
+    const pane = await openPane(page, "Cases");
     const row = pane.locator(".monaco-list-row", { hasText: text }).first();
     const place = async () => {
       const i = (await brokerJson<{ summary: string }[]>(ctx.stateDir, "GET", "/v1/cases")).findIndex((c) => text.test(c.summary));
