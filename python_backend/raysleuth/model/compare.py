@@ -23,6 +23,12 @@ def _majority(values: list) -> tuple[object, int] | None:
     return (value, count) if count * 2 > len(votes) else None
 
 
+def _place(row: dict) -> str | None:
+    """Host or device kind of a row's tensor ("cpu", "cuda"): each hashes its own way."""
+    device = row.get("device")
+    return str(device).split(":")[0] if device else None
+
+
 def _relative(x, ref, scale) -> float | None:
     if not isinstance(x, (int, float)) or not isinstance(ref, (int, float)):
         return None
@@ -56,6 +62,7 @@ def flag_group(rows: list[dict], rtol: float = DEFAULT_RTOL) -> None:
     by_hash = _majority([r.get("hash") for r in rows])
     shape = _majority([repr(r.get("shape")) for r in rows])
     dtype = _majority([r.get("dtype") for r in rows])
+    place = _majority([_place(r) for r in rows])
     errors = _majority([bool(r.get("error")) for r in rows])
     ref_norm, ref_mean = _median(rows, "norm"), _median(rows, "mean")
     rms = ref_norm / math.sqrt(max(1, int(_median(rows, "numel") or 1))) if ref_norm is not None else 0.0
@@ -65,6 +72,8 @@ def flag_group(rows: list[dict], rtol: float = DEFAULT_RTOL) -> None:
             why.append(f"shape {r.get('shape')}")
         if dtype is not None and r.get("dtype") != dtype[0]:
             why.append(f"dtype {r.get('dtype')}")
+        if place is not None and _place(r) not in (None, place[0]):
+            why.append(f"device {r.get('device')}, the majority on {place[0]} (hashed another way there)")
         if r.get("error") and errors is not None and not errors[0]:
             why.append(f"no statistics ({r['error']})")
         if by_hash is not None:

@@ -60,6 +60,10 @@ describe("Tensor tables", () => {
     assert.deepStrictEqual(marked("hash differs from the majority (3 of 4)"), ["hash"]);
     assert.deepStrictEqual(marked("norm 4.4e-05 relative off the median (rtol 1e-05); mean 2.0e-03 relative off the median (rtol 1e-05)"), ["mean", "norm"]);
     assert.deepStrictEqual(marked("shape [3]; dtype float64"), ["shape", "dtype"]);
+    assert.deepStrictEqual(
+      marked("device cpu, the majority on cuda (hashed another way there); hash differs from the majority (3 of 4)"),
+      ["device", "hash"],
+    );
     assert.deepStrictEqual(marked(""), []);
   });
 

@@ -62,6 +62,15 @@ def test_without_a_majority_hash_the_rtol_on_norm_and_mean_decides():
     assert len(flagged(rows)) >= 3
 
 
+def test_a_rank_whose_tensor_sits_on_another_kind_of_device_is_told_so():
+    rows = [dict(r, device=f"cuda:{r['rank']}", hash="0f" * 8) for r in grads({})]
+    flag_group(rows)
+    assert flagged(rows) == []  # each rank on its own GPU: the same kind of device
+    rows[1].update(device="cpu", hash=grads({})[1]["hash"])  # the same bits, in host memory
+    flag_group(rows)
+    assert flagged(rows) == [1] and rows[1]["why"].startswith("device cpu, the majority on cuda")
+
+
 def test_shape_mismatch_and_value_texts_are_flagged():
     rows = [dict(summary(np.ones(4)), rank=r) for r in range(3)] + [dict(summary(np.ones(5)), rank=3)]
     flag_group(rows)

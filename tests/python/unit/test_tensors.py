@@ -38,7 +38,7 @@ def test_numpy_array_statistics_match_numpys_own():
 
 
 def test_hash_is_equal_for_equal_data_and_differs_for_one_changed_element():
-    a = np.arange(100_003, dtype=np.float32) / 7  # words in rows of HASH_COLUMNS, a remainder, a tail
+    a = np.arange(100_003, dtype=np.float32) / 7  # XXH3 of the bytes: no word boundary to meet
     b = a.copy()
     assert summary(a)["hash"] == summary(b)["hash"]
     for i in (0, 4096, 50_000, 100_002):
@@ -48,10 +48,6 @@ def test_hash_is_equal_for_equal_data_and_differs_for_one_changed_element():
     swapped = a.copy()
     swapped[[3, 4]] = swapped[[4, 3]]  # same values, other order
     assert summary(swapped)["hash"] != summary(a)["hash"]
-    column = 2 * HASH_COLUMNS  # float32 index of the word below word 0: same column, next row
-    across = a.copy()
-    across[[0, 1, column, column + 1]] = across[[column, column + 1, 0, 1]]
-    assert summary(across)["hash"] != summary(a)["hash"]
     assert (
         summary(a.reshape(7, -1) if a.size % 7 == 0 else a[:-1].reshape(2, -1))["hash"] != summary(a)["hash"]
     )
@@ -215,6 +211,26 @@ def test_torch_and_numpy_hash_alike_for_odd_sizes_views_and_small_dtypes():
         torch.randn(3, 5)[:, 1:3],  # a view: hashed as its contiguous copy
     ):
         assert summary(t)["hash"] == summary(t.numpy())["hash"], t.dtype
+
+
+@needs_torch
+def test_a_device_hash_is_exact_and_order_sensitive_and_not_the_host_hash():
+    import torch
+
+    def device_hash(t):
+        return tensor_math._device_hash(torch, t.reshape(-1), "float32", list(t.shape))
+
+    a = torch.arange(100_003, dtype=torch.float32) / 7  # words in rows of HASH_COLUMNS, a remainder, a tail
+    assert device_hash(a) == device_hash(a.clone()) and device_hash(a) != summary(a)["hash"]
+    for i in (0, 4096, 50_000, 100_002):
+        c = a.clone()
+        c[i] = torch.nextafter(c[i], torch.tensor(float("inf")))  # one ulp
+        assert device_hash(c) != device_hash(a), i
+    column = 2 * HASH_COLUMNS  # float32 index of the word below word 0: same column, next row
+    for pair in ([3, 4], [0, 1, column, column + 1]):
+        moved = a.clone()
+        moved[pair] = a[pair[len(pair) // 2 :] + pair[: len(pair) // 2]]
+        assert device_hash(moved) != device_hash(a), pair
 
 
 @needs_torch
