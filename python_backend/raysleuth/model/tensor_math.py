@@ -128,10 +128,20 @@ def _host_hash_text(dtype: str, shape, digest: int) -> str:
     return _digest(f"{_HOST_HASH}|{dtype}|{list(shape)}|{digest}")
 
 
+def _xxhash():
+    """The xxhash module; None where the worker's environment lacks it (a runtime_env of its own)."""
+    try:
+        import xxhash
+    except ImportError:
+        return None
+    return xxhash
+
+
 def _host_hash(dtype: str, shape, data) -> str:
     """`data`: a C-contiguous buffer of the raw bytes (a numpy uint8 array)."""
-    import xxhash
-
+    xxhash = _xxhash()
+    if xxhash is None:
+        raise ModuleNotFoundError("no content hash: xxhash is not installed where this worker runs")
     return _host_hash_text(dtype, shape, xxhash.xxh3_128_intdigest(data))
 
 
@@ -167,7 +177,7 @@ def torch_summary(t, with_hash: bool, extremes: bool = True) -> dict:
         if with_hash:
             try:
                 out["hash"] = _torch_hash(torch, flat, out["dtype"], out["shape"])
-            except Exception as exc:  # noqa: BLE001 - a device without 64-bit integer sums: stats only
+            except Exception as exc:  # noqa: BLE001 - no 64-bit integer sums there, or no xxhash: stats only
                 out["hash"] = None
                 out["hash_error"] = f"{type(exc).__name__}: {exc}"[:200]
     return out
@@ -300,7 +310,8 @@ def numpy_summary(a, with_hash: bool, extremes: bool = True) -> dict:
     with np.errstate(all="ignore"):
         flat = a.reshape(-1)
         n = flat.size
-        fused = _numpy_fused(np, flat, extremes, shape) if with_hash and _fusable(np, flat) else None
+        fusable = with_hash and _fusable(np, flat) and _xxhash() is not None
+        fused = _numpy_fused(np, flat, extremes, shape) if fusable else None
         if fused is not None:
             stats, out["hash"] = fused
             out.update(stats)
@@ -314,7 +325,10 @@ def numpy_summary(a, with_hash: bool, extremes: bool = True) -> dict:
         else:
             out.update(_numpy_stats(np, flat, n, extremes))
         if with_hash:
-            out["hash"] = _numpy_hash(np, a, out["dtype"], out["shape"])
+            try:
+                out["hash"] = _numpy_hash(np, a, out["dtype"], out["shape"])
+            except ModuleNotFoundError as exc:
+                out.update(hash=None, hash_error=str(exc))
     return out
 
 
@@ -359,9 +373,7 @@ def _numpy_fused(np, flat, extremes: bool, shape: list):
     """(statistics, hash) of a large contiguous float array, slice by slice, each slice hashed
     and then reduced while it is still in the cache; the same numbers as the separate passes.
     None when a statistic is not finite (the separate passes count NaN and Inf)."""
-    import xxhash
-
-    hasher = xxhash.xxh3_128()
+    hasher = _xxhash().xxh3_128()
     step = max(1, FUSED_CHUNK_BYTES // flat.itemsize)
     s = sq = 0.0
     lows, highs = [], []

@@ -259,3 +259,19 @@ def test_a_large_array_is_summarized_in_slices_with_the_same_numbers():
     a[10] = np.nan  # not finite: the separate passes count it
     s = summary(a)
     assert s["nan"] == 1 and s["hash"] == tensor_math._numpy_hash(np, a, "float32", s["shape"])
+
+
+def test_without_xxhash_a_summary_keeps_its_statistics_and_says_why_it_has_no_hash(monkeypatch):
+    from raysleuth.model.compare import flag_group
+
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # a worker whose environment lacks it
+    a = np.random.default_rng(4).standard_normal(1_500_000).astype(np.float32)  # the sliced way
+    rows = []
+    for rank in range(4):
+        b = a.copy()
+        b[9] += 1e-3 if rank == 2 else 0.0
+        rows.append(dict(summary(b), rank=rank))
+    assert all(r["hash"] is None and "xxhash is not installed" in r["hash_error"] for r in rows)
+    assert close(rows[0]["norm"], float(np.sqrt(a.astype(np.float64) @ a.astype(np.float64))))
+    flag_group(rows, rtol=0.0)  # no hash to vote on: norm and mean decide
+    assert [r["rank"] for r in rows if r["differs"]] == [2]
