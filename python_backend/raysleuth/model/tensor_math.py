@@ -267,6 +267,7 @@ def _torch_row_mix(torch, main, col_weights, matmul: bool | None = None):
 
 
 def _torch_hash(torch, x, dtype: str, shape) -> str:
+    x = x.resolve_conj().resolve_neg()  # a lazy conjugate's bytes are the values it shows
     if x.device.type != "cpu":
         return _device_hash(torch, x, dtype, shape)
     b = x.contiguous().reshape(-1)

@@ -151,6 +151,8 @@ def test_torch_odd_tensors_grad_views_halves_nan_and_meta():
     assert h["dtype"] == "bfloat16" and h["norm"] == 2.0
     n = summary(torch.tensor([1.0, float("nan"), float("inf")]))
     assert (n["nan"], n["inf"], n["max"]) == (1, 1, 1.0)
+    z = torch.randn(5, dtype=torch.complex64)
+    assert summary(z.conj())["hash"] == summary(z.conj().resolve_conj())["hash"] != summary(z)["hash"]
     meta = summary(torch.empty(3, device="meta"))
     assert meta["shape"] == [3] and meta["device"] == "meta" and "error" in meta
 
