@@ -1,5 +1,6 @@
 """First-divergence watches through real workers, the real agent and the real broker (issue 26):
-four ranks pass a line once per step; rank 2's gradient drifts by 1e-3 from step 7 (pass 7)."""
+four ranks pass a line once per step; rank 2's gradient drifts by 1e-3 from pass 7 (passes count
+from 1, steps from 0: step 6)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from helpers import FIXTURES, marker_line, wait_until
 JOB = str(FIXTURES / "watch_job.py")
 LINE = marker_line(JOB, "watch-line")
 RANKS = 4
+DRIFT_STEP = 6
+"""The drifting rank's first different step: its 7th pass."""
 
 
 @pytest.fixture
@@ -19,7 +22,7 @@ def trainers(ray_cluster, client):
 
     def make(drifter: int):
         cls = ray.remote(num_cpus=0)(watch_job.Trainer)
-        actors = [cls.remote(r, RANKS, drifter) for r in range(RANKS)]
+        actors = [cls.remote(r, RANKS, drifter, DRIFT_STEP) for r in range(RANKS)]
         pids = ray.get([a.pid.remote() for a in actors], timeout=60)
         wait_until(
             lambda: len([w for w in client.workers() if w["pid"] in pids and w["rank"] is not None]) == RANKS,
@@ -45,20 +48,20 @@ def run_steps(actors, steps: int) -> None:
         ray.get([a.step.remote(s) for a in actors], timeout=60)
 
 
-def test_the_watch_names_rank_2_at_pass_8_and_the_last_agreement(client, trainers):
+def test_the_watch_names_rank_2_at_pass_7_and_pass_6_as_the_last_agreement(client, trainers):
     actors, pids = trainers(drifter=2)
     wid = client.post("/v1/watches", {"path": JOB, "line": LINE, "expressions": ["grad"]})["id"]
     wait_until(lambda: armed_on_all(client, wid, pids), 15, message="the watch armed on the four ranks")
-    run_steps(actors, 10)  # steps 0-9: passes 1-10; rank 2 drifts from step 7, its pass 8
+    run_steps(actors, 10)  # steps 0-9: passes 1-10; rank 2 drifts from step 6, its pass 7
     got = wait_until(
         lambda: (w := client.get(f"/v1/watches/{wid}"))["divergence"] and w, 15, message="a divergence"
     )
     div = got["divergence"]
-    assert (div["pass"], div["ranks"], div["expression"]) == (8, [2], "grad"), got
+    assert (div["pass"], div["ranks"], div["expression"]) == (7, [2], "grad"), got
     case = client.get(f"/v1/cases/{div['case']}")
     assert case["kind"] == "divergence" and case["ranks"] == [2]
-    assert case["evidence"]["last_agreed_pass"] == 7 and case["summary"].startswith(
-        "rank 2 diverged from 0-1,3 at pass 8"
+    assert case["evidence"]["last_agreed_pass"] == 6 and case["summary"].startswith(
+        "rank 2 diverged from 0-1,3 at pass 7"
     )
     client.delete(f"/v1/watches/{wid}")
 
