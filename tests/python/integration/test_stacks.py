@@ -104,6 +104,52 @@ def test_rank_3_looping_before_an_all_reduce_stands_apart_and_is_named_behind(cl
             ray.kill(a)
 
 
+def test_the_watch_files_a_hang_case_naming_rank_1_that_never_entered_the_all_reduce(client, tmp_path):
+    """Issue 26: a gloo job whose rank 1 never enters the collective the others wait in; with the
+    watch on, a hang case names rank 1 (the flight recorder's sequence numbers say it is behind),
+    filed at the sample that found the hang."""
+    pytest.importorskip("torch", reason="torch (CPU) is installed in the 3.11 .venv only: no gloo job here")
+    release = tmp_path / "release"
+    port = free_port()
+    cls = ray.remote(num_cpus=0)(hang_job.GlooRank).options(
+        runtime_env={"env_vars": {"TORCH_FR_BUFFER_SIZE": "2000"}}
+    )
+    ranks = [cls.remote(r, 4, port) for r in range(4)]
+    samples = 2
+    try:
+        pids = ray.get([a.pid.remote() for a in ranks], timeout=120)
+        ids = [worker_id(client, pid) for pid in pids]
+        job = next(w["job_id"] for w in client.workers() if w["id"] == ids[0])
+        refs = [a.run.remote(1, str(release)) for a in ranks]
+        wait_for_stacks(
+            client,
+            lambda res: [b["rank"] for b in res["behind"]] == [1],
+            60,
+            "rank 1 behind the others' all-reduce",
+            workers=",".join(ids),
+            timeout=5,
+        )
+        client.put("/v1/stacks/watch", {"interval": 0.5, "samples": samples})
+
+        def hang_case():
+            cases = client.get("/v1/cases")
+            return next((c for c in cases if c["kind"] == "hang" and c["job_id"] == job), None)
+
+        case = wait_until(hang_case, 60, message="a hang case for the gloo job")
+        assert case["ranks"] == [1] and case["summary"].startswith("rank 1 last entered #"), case
+        assert "all_reduce" in case["summary"] and "hang_job.py" in case["summary"], case
+        detail = client.get(f"/v1/cases/{case['id']}")
+        assert detail["evidence"]["samples"] == samples  # filed at the sample that raised it
+        assert {tuple(g["ranks"]) for g in detail["evidence"]["stacks"]["groups"]} == {(0, 2, 3), (1,)}
+        release.write_text("go")
+        assert ray.get(refs, timeout=60) == [16.0] * 4
+    finally:
+        client.delete("/v1/stacks/watch")
+        release.write_text("go")
+        for a in ranks:
+            ray.kill(a)
+
+
 def test_workers_in_time_sleep_and_in_ray_get_answer_through_their_agent(broker, client):
     sleeper = ray.remote(num_cpus=0)(hang_job.sleeping_task).remote(120)
     getter = ray.remote(num_cpus=0)(hang_job.Getter).remote()
