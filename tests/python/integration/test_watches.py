@@ -63,6 +63,14 @@ def test_the_watch_names_rank_2_at_pass_7_and_pass_6_as_the_last_agreement(clien
     assert case["evidence"]["last_agreed_pass"] == 6 and case["summary"].startswith(
         "rank 2 diverged from 0-1,3 at pass 7"
     )
+    run_steps(actors, 2)  # passes 11-12 come after the divergence: still the one case
+    wait_until(lambda: client.get(f"/v1/watches/{wid}")["passes"] >= 12, 15, message="12 passes")
+    filed = [
+        c["id"]
+        for c in client.get("/v1/cases")
+        if c["kind"] == "divergence" and client.get(f"/v1/cases/{c['id']}")["evidence"]["watch"] == wid
+    ]
+    assert filed == [div["case"]]
     client.delete(f"/v1/watches/{wid}")
 
 
