@@ -181,6 +181,26 @@ async def test_a_pause_not_taken_yet_is_pending_with_why_and_continue_cancels_it
     assert (await control.continue_paused({}))["cancelled"] == []  # once
 
 
+async def test_continue_takes_a_stop_the_table_has_not_shown_yet():
+    """CI, stop 35: a pending pause taken just before the continue, its line still being found,
+    so the table said running: the continue neither continued nor cancelled it, and it stayed
+    paused. A link's stop counts at once, and a cancel whose stop came meanwhile resumes it."""
+    ws = [
+        worker("w1", rank=0, state="paused"),
+        worker("w2", rank=1, state="running", actor_name="in native code"),
+        worker("w3", rank=2, state="idle", actor_name="in native code"),
+    ]
+    control, leases, *_ = setup(ws)
+    res = await control.pause({})
+    assert sorted(p["worker"] for p in res["pending"]) == ["w2", "w3"]
+    leases.get("w2").stopped[1] = {"reason": "pause"}  # the stop arrived; the table not told yet
+    leases.get("w2").pause_pending = None
+    res = await control.continue_paused({"ranks": [1, 2]})
+    assert res["continued"] == ["w2"] and res["cancelled"] == ["w3"], res
+    assert not leases.get("w2").stopped and ("continue", {"threadId": 1}) in leases.get("w2").requests
+    assert ws[0].state == "paused"  # rank 0 was not selected
+
+
 async def test_one_link_per_worker_shared_by_concurrent_opens_and_leased_to_one_session():
     FakeLink.opened.clear()
     w = worker("w1", rank=0)

@@ -113,27 +113,34 @@ class Control:
         )
 
     async def continue_paused(self, body: dict) -> dict:
-        """Let paused workers run: through the debugger link where there is one, else the agent."""
-        done, skipped = [], []
-        for w in self.select(self.only_selectors(body, "POST /v1/continue"), ("paused",)):
+        """Let paused workers run: through the debugger link where there is one, else the agent;
+        a pause asked but not taken yet is cancelled.
+
+        A link's stop counts even before the table shows it (the table hears of a stop once its
+        line is found, a request later): a continue in between left such a worker paused."""
+        done, skipped, pending = [], [], []
+        for w in self.select(self.only_selectors(body, "POST /v1/continue"), ("paused", "running", "idle")):
             link = self.leases.get(w.id)
             try:
                 if link is not None and link.stopped:
                     await self.leases.continue_stopped(link)
                     done.append(w.id)
-                    continue
-                res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
-                if res.get("resumed"):
-                    self.table.resumed(w.id)
-                    done.append(w.id)
-                else:
-                    reason = res.get("error") or (
-                        "paused in breakpoint(), waiting for a debugger: attach to continue it"
-                    )
-                    skipped.append({"worker": w.id, "reason": reason})
+                elif w.state == "paused":
+                    res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
+                    if res.get("resumed"):
+                        self.table.resumed(w.id)
+                        done.append(w.id)
+                    else:
+                        reason = res.get("error") or (
+                            "paused in breakpoint(), waiting for a debugger: attach to continue it"
+                        )
+                        skipped.append({"worker": w.id, "reason": reason})
+                elif link is not None and link.pause_pending is not None:
+                    pending.append((w, link, link.pause_pending))
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
                 skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
-        cancelled = await self.cancel_pending_pauses(body)
+        ok = await asyncio.gather(*(self._cancel_pause(link, tid) for _, link, tid in pending))
+        cancelled = [w.id for (w, *_), yes in zip(pending, ok, strict=True) if yes]
         return {"continued": done, "skipped": skipped, "cancelled": cancelled}
 
     async def pause(self, body: dict) -> dict:
@@ -227,30 +234,21 @@ class Control:
             res[k].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
         return res
 
-    async def cancel_pending_pauses(self, body: dict) -> list[str]:
-        """Workers asked to pause that never stopped: asked to run on instead (pydevd's continue
-        clears a suspend request not yet taken), so they do not stop later on their own."""
-
-        async def one(w: Worker) -> bool:
-            link = self.leases.get(w.id)
-            tid = getattr(link, "pause_pending", None) if link is not None else None
-            if tid is None or link.stopped:
-                return False
-            link.pause_pending = None
-            try:
-                # debugpy clears the suspend request at once but answers a continue only once a
-                # thread really resumes (stopAllThreadsOnSuspend): no answer is the usual case.
-                await link.request("continue", {"threadId": tid}, timeout=CANCEL_ANSWER_S)
-            except asyncio.TimeoutError:
-                pass
-            except Exception as exc:  # noqa: BLE001 - the worker may be gone: nothing to cancel
-                log.info("%s: cancelling a pending pause: %s", link, exc)
-                return False
-            return True
-
-        workers = self.select(body, ("running", "idle"))
-        done = await asyncio.gather(*(one(w) for w in workers))
-        return [w.id for w, ok in zip(workers, done, strict=True) if ok]
+    async def _cancel_pause(self, link, tid) -> bool:
+        """A worker asked to pause that never stopped: asked to run on instead (pydevd's continue
+        clears a suspend request not yet taken, and resumes the thread if it stopped meanwhile),
+        so it does not stop later on its own."""
+        link.pause_pending = None
+        try:
+            # debugpy clears the suspend request at once but answers a continue only once a
+            # thread really resumes (stopAllThreadsOnSuspend): no answer is the usual case.
+            await link.request("continue", {"threadId": tid}, timeout=CANCEL_ANSWER_S)
+        except asyncio.TimeoutError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the worker may be gone: nothing to cancel
+            log.info("%s: cancelling a pending pause: %s", link, exc)
+            return False
+        return True
 
     async def resume_all_waiting(self) -> None:
         """At stop: workers waiting for a debugger in a cluster breakpoint run on without one."""
