@@ -55,6 +55,10 @@ class FakeLink:
     async def wait_stopped(self, timeout):
         return bool(self.stopped)
 
+    async def step(self, kind, thread_id, timeout):
+        self.requests.append((kind, {"threadId": thread_id}))
+        return True  # stopped again on the next line
+
     async def close(self, reason="closed"):
         self.closed.set()
         self.on_closed(self)
@@ -193,12 +197,34 @@ async def test_continue_takes_a_stop_the_table_has_not_shown_yet():
     control, leases, *_ = setup(ws)
     res = await control.pause({})
     assert sorted(p["worker"] for p in res["pending"]) == ["w2", "w3"]
-    leases.get("w2").stopped[1] = {"reason": "pause"}  # the stop arrived; the table not told yet
-    leases.get("w2").pause_pending = None
+    w2, w3 = leases.get("w2"), leases.get("w3")
+    w2.stopped[1] = {"reason": "pause"}  # the stop arrived; the table not told yet
+    w2.pause_pending = None
+    plain = w2.request
+
+    async def continue_as_w3_stops(command, arguments=None, timeout=60.0):
+        if command == "continue":  # rank 2's pending pause is taken while rank 1 is continued
+            w3.stopped[1], w3.pause_pending = {"reason": "pause"}, None
+        return await plain(command, arguments, timeout)
+
+    w2.request = continue_as_w3_stops
     res = await control.continue_paused({"ranks": [1, 2]})
     assert res["continued"] == ["w2"] and res["cancelled"] == ["w3"], res
-    assert not leases.get("w2").stopped and ("continue", {"threadId": 1}) in leases.get("w2").requests
+    assert not w2.stopped and ("continue", {"threadId": 1}) in w2.requests
+    assert not w3.stopped and ("continue", {"threadId": 1}) in w3.requests
     assert ws[0].state == "paused"  # rank 0 was not selected
+
+
+async def test_evaluate_and_step_reach_a_stop_the_table_has_not_shown_yet():
+    """Right after POST /v1/pause answered `paused`, an evaluate or a group step found no paused
+    rank until the broker had asked debugpy where the worker stopped."""
+    ws = [worker("w0", rank=0, state="running"), worker("w1", rank=1, state="running")]
+    answers = {"evaluate": lambda wid, cmd: {"ok": True, "value": wid, "type": "str"}}
+    control, leases, *_ = setup(ws, answers)
+    assert (await control.pause({"ranks": [0]}))["paused"] == ["w0"]
+    assert [r["worker"] for r in await control.evaluate({"expression": "x"})] == ["w0"]
+    res = await control.step({})
+    assert [s["worker"] for s in res["stepped"]] == ["w0"] and res["skipped"] == []
 
 
 async def test_one_link_per_worker_shared_by_concurrent_opens_and_leased_to_one_session():

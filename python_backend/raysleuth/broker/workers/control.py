@@ -82,12 +82,22 @@ class Control:
             out.append(w)
         return out
 
+    def held(self, body: dict) -> list[Worker]:
+        """Paused workers: the table's, and those a debugger link holds stopped that the table does
+        not show yet (it hears of a stop once its line is found, a request later)."""
+        out = []
+        for w in self.select(body, ("paused", "running", "idle")):
+            link = self.leases.get(w.id)
+            if w.state == "paused" or (link is not None and link.stopped):
+                out.append(w)
+        return out
+
     async def evaluate(self, body: dict) -> list[dict]:
         expr = body.get("expression") if isinstance(body, dict) else None
         if not isinstance(expr, str) or not expr.strip():
             raise BadRequest("'expression' is missing", 'Send {"expression": "loss", "ranks": [0, 1]}.')
         check_expression(expr, f"{expr[:80]!r}", "Send one expression.")
-        workers = [w for w in self.select(body, ("paused",)) if w.agent]
+        workers = [w for w in self.held(body) if w.agent]
 
         async def one(w: Worker) -> dict:
             row: dict = {"rank": w.rank, "worker": w.id, "pid": w.pid}
@@ -114,33 +124,39 @@ class Control:
 
     async def continue_paused(self, body: dict) -> dict:
         """Let paused workers run: through the debugger link where there is one, else the agent;
-        a pause asked but not taken yet is cancelled.
-
-        A link's stop counts even before the table shows it (the table hears of a stop once its
-        line is found, a request later): a continue in between left such a worker paused."""
-        done, skipped, pending = [], [], []
-        for w in self.select(self.only_selectors(body, "POST /v1/continue"), ("paused", "running", "idle")):
+        a pause asked but not taken yet is cancelled."""
+        sel = self.only_selectors(body, "POST /v1/continue")
+        done, skipped = [], []
+        held = self.held(sel)
+        # Taken before any await: a stop that lands meanwhile clears `pause_pending`, and the
+        # cancel's continue then resumes the thread it stopped.
+        pending = [
+            (w.id, link, link.pause_pending)
+            for w in self.select(sel, ("running", "idle"))
+            if (link := self.leases.get(w.id)) is not None
+            and not link.stopped
+            and link.pause_pending is not None
+        ]
+        for w in held:
             link = self.leases.get(w.id)
             try:
                 if link is not None and link.stopped:
                     await self.leases.continue_stopped(link)
                     done.append(w.id)
-                elif w.state == "paused":
-                    res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
-                    if res.get("resumed"):
-                        self.table.resumed(w.id)
-                        done.append(w.id)
-                    else:
-                        reason = res.get("error") or (
-                            "paused in breakpoint(), waiting for a debugger: attach to continue it"
-                        )
-                        skipped.append({"worker": w.id, "reason": reason})
-                elif link is not None and link.pause_pending is not None:
-                    pending.append((w, link, link.pause_pending))
+                    continue
+                res = await self.agents.command(w.id, {"op": "resume"}, RESUME_TIMEOUT_S)
+                if res.get("resumed"):
+                    self.table.resumed(w.id)
+                    done.append(w.id)
+                else:
+                    reason = res.get("error") or (
+                        "paused in breakpoint(), waiting for a debugger: attach to continue it"
+                    )
+                    skipped.append({"worker": w.id, "reason": reason})
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
                 skipped.append({"worker": w.id, "reason": f"{type(exc).__name__}: {exc}"})
         ok = await asyncio.gather(*(self._cancel_pause(link, tid) for _, link, tid in pending))
-        cancelled = [w.id for (w, *_), yes in zip(pending, ok, strict=True) if yes]
+        cancelled = [wid for (wid, *_), yes in zip(pending, ok, strict=True) if yes]
         return {"continued": done, "skipped": skipped, "cancelled": cancelled}
 
     async def pause(self, body: dict) -> dict:
@@ -229,7 +245,7 @@ class Control:
             except Exception as exc:  # noqa: BLE001 - one worker failing must not stop the rest
                 res["skipped"].append(dict(who, reason=f"{type(exc).__name__}: {exc}"))
 
-        await asyncio.gather(*(one(w) for w in self.select(sel, ("paused",))))
+        await asyncio.gather(*(one(w) for w in self.held(sel)))
         for k in res:
             res[k].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
         return res
