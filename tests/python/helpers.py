@@ -28,6 +28,20 @@ def wait_until(condition, timeout: float, interval: float = 0.1, message: str = 
         time.sleep(interval)
 
 
+def live_worker_id(client, pid: int, timeout: float = 15, **fields) -> str:
+    """The id of the live worker with `pid` (and `fields`, e.g. agent=True, rank=3), once the
+    broker lists it so. Later lookups of an ended worker or of its crash record go by this id:
+    pids are reused (32768 here), and an ended worker of an earlier test may have had the same."""
+
+    def found():
+        for w in client.workers():
+            if w["pid"] == pid and w["state"] != "exited" and all(w.get(k) == v for k, v in fields.items()):
+                return w["id"]
+        return None
+
+    return wait_until(found, timeout, message=f"a live worker with pid {pid} listed with {fields}")
+
+
 async def stopped_frames(session, timeout: float = 30) -> tuple[int, list[dict]]:
     """Waits for a DAP session's next `stopped` event: (its thread id, that thread's stack frames)."""
     stopped = await session.wait_event("stopped", timeout=timeout)

@@ -68,14 +68,15 @@ def test_plain_task_worker_appears_running_with_task_name(client, ray_cluster):
 def test_killed_actor_turns_exited(client, ray_cluster):
     a = ray.remote(num_cpus=1)(ranked_job.RankedTrainer).remote(9, 10)
     pid = ray.get(a.pid.remote())
-    wait_until(
+    wid = wait_until(
         lambda: live(client, lambda w: w["pid"] == pid and w["rank"] == 9),
         timeout=10,
         message="the rank-9 actor listed live",
-    )
+    )[0]["id"]
     ray.kill(a)
+    # By id: an ended worker of an earlier test may have had the same pid (CI, stop 36).
     w = wait_until(
-        lambda: [w for w in client.workers() if w["pid"] == pid and w["state"] == "exited"],
+        lambda: [w for w in client.workers() if w["id"] == wid and w["state"] == "exited"],
         timeout=15,
         message="the killed actor exited",
     )[0]

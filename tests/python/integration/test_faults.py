@@ -12,7 +12,7 @@ import crash_job
 import psutil
 import pytest
 import ray
-from helpers import FIXTURES, marker_line, wait_until
+from helpers import FIXTURES, live_worker_id, marker_line, wait_until
 from talker import Talker
 
 from raysleuth.agent import capture
@@ -116,11 +116,7 @@ def test_a_crash_holding_a_hanging_repr_and_two_gigabytes_is_captured_within_bou
     cls = ray.remote(num_cpus=0, max_restarts=0)(crash_job.Crasher)
     a = cls.remote(210)
     pid = ray.get(a.pid.remote(), timeout=60)
-    wait_until(
-        lambda: any(w["pid"] == pid and w["agent"] and w["rank"] == 210 for w in client.workers()),
-        15,
-        message="the crasher's agent reported",
-    )
+    wid = live_worker_id(client, pid, agent=True, rank=210)
     t0 = time.monotonic()
     with pytest.raises(ray.exceptions.RayTaskError) as info:
         ray.get(a.fail_holding.remote(1), timeout=120)
@@ -134,7 +130,7 @@ def test_a_crash_holding_a_hanging_repr_and_two_gigabytes_is_captured_within_bou
     assert time.monotonic() - t1 < 5, "the worker was slow to answer after its crash"
 
     rec = wait_until(
-        lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == pid],
+        lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("id") == wid],
         15,
         message="the crash record",
     )[0]

@@ -14,7 +14,7 @@ import sys
 import pytest
 import ray
 import tensor_job
-from helpers import FIXTURES, marker_line, wait_until
+from helpers import FIXTURES, live_worker_id, marker_line, wait_until
 
 JOB = str(FIXTURES / "tensor_job.py")
 LINE = marker_line(JOB, "tensor-line")
@@ -146,12 +146,12 @@ def test_cuda_oom_crash_record_keeps_torchs_memory_and_says_what_to_try(client):
     cls = ray.remote(num_cpus=0, max_restarts=0)(tensor_job.TensorRank).options(runtime_env={"env_vars": env})
     a = cls.remote(40, 1, "torch")
     try:
-        pid = ray.get(a.pid.remote(), timeout=60)
+        wid = live_worker_id(client, ray.get(a.pid.remote(), timeout=60))
         with pytest.raises(ray.exceptions.RayTaskError) as err:
             ray.get(a.oom.remote(), timeout=60)
         assert "OutOfMemoryError" in str(err.value)
         summary = wait_until(
-            lambda: next((c for c in client.get("/v1/crashes") if c["worker"].get("pid") == pid), None),
+            lambda: next((c for c in client.get("/v1/crashes") if c["worker"].get("id") == wid), None),
             15,
             message="the crash record",
         )

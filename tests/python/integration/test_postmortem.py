@@ -13,7 +13,7 @@ import time
 import crash_job
 import pytest
 import ray
-from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
+from helpers import FIXTURES, dap_address, live_worker_id, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
 
@@ -28,8 +28,9 @@ def new_crasher(rank: int, hold: str | None = None, **env_vars: str):
     return cls.options(runtime_env={"env_vars": env}).remote(rank)
 
 
-def crashes_of(client, pid: int) -> list[dict]:
-    return [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == pid]
+def crashes_of(client, wid: str) -> list[dict]:
+    """The records of worker `wid` (by id: an earlier test's worker may have had the same pid)."""
+    return [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("id") == wid]
 
 
 class Watcher:
@@ -74,11 +75,11 @@ def watcher(broker, client):
 
 def test_exception_gives_a_record_with_the_raise_frame_locals(ray_cluster, client):
     a = new_crasher(200, RAYSLEUTH_NVML="fake_nvml")  # NVML's seam: no GPU on this machine
-    pid = ray.get(a.pid.remote())
+    wid = live_worker_id(client, ray.get(a.pid.remote()))
     with pytest.raises(ray.exceptions.RayTaskError) as info:
         ray.get(a.fail.remote(4), timeout=60)
     assert isinstance(info.value.cause, ZeroDivisionError)
-    rec = wait_until(lambda: crashes_of(client, pid), 15, message="a crash record")[0]
+    rec = wait_until(lambda: crashes_of(client, wid), 15, message="a crash record")[0]
     assert rec["kind"] == "exception" and rec["exc_type"] == "ZeroDivisionError"
     assert rec["worker"]["rank"] == 200 and rec["hint"]
     full = client.get(f"/v1/crashes/{rec['id']}")
@@ -206,14 +207,14 @@ def test_no_hold_without_a_watcher(client):
 @pytest.mark.smoke
 async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
     a = new_crasher(204)
-    pid = await asyncio.wait_for(a.pid.remote(), 30)
+    wid = await asyncio.to_thread(live_worker_id, client, await asyncio.wait_for(a.pid.remote(), 30))
     with pytest.raises(ray.exceptions.RayTaskError):
         await asyncio.wait_for(a.fail.remote(5), 60)
-    rec = (await asyncio.to_thread(wait_until, lambda: crashes_of(client, pid), 15, 0.1, "a record"))[0]
+    rec = (await asyncio.to_thread(wait_until, lambda: crashes_of(client, wid), 15, 0.1, "a record"))[0]
     ray.kill(a)
     await asyncio.to_thread(
         wait_until,
-        lambda: all(w["state"] == "exited" for w in client.workers() if w["pid"] == pid),
+        lambda: any(w["id"] == wid and w["state"] == "exited" for w in client.workers()),
         30,
         0.2,
         "the worker gone",
@@ -260,22 +261,17 @@ async def test_replay_after_ray_kill_shows_stack_and_locals(broker, client):
 
 def reported_crasher(client, rank: int):
     """A Crasher whose agent has sent its first heartbeat (a hard death is recorded with the
-    last one): (actor, pid)."""
+    last one): (actor, pid, worker id)."""
     a = new_crasher(rank)
     pid = ray.get(a.pid.remote(), timeout=30)
-    wait_until(
-        lambda: any(w["pid"] == pid and w["agent"] and w["rank"] is not None for w in client.workers()),
-        15,
-        message="the worker's agent reported",
-    )
-    return a, pid
+    return a, pid, live_worker_id(client, pid, agent=True, rank=rank)
 
 
 def test_os_exit_gives_worker_died(client):
-    a, pid = reported_crasher(client, 205)
+    a, pid, wid = reported_crasher(client, 205)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(a.exit_hard.remote(), timeout=60)
-    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a worker_died record")[0]
+    rec = wait_until(lambda: crashes_of(client, wid), 30, message="a worker_died record")[0]
     assert rec["kind"] == "worker_died" and "died" in rec["hint"]
     full = client.get(f"/v1/crashes/{rec['id']}")
     assert full["exit_type"] == "SYSTEM_ERROR" and full["last_report"]["pid"] == pid
@@ -285,19 +281,19 @@ def test_sigkill_gives_worker_died(client):
     import os
     import signal
 
-    a, pid = reported_crasher(client, 207)
+    a, pid, wid = reported_crasher(client, 207)
     os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
-    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a record of the SIGKILL")[0]
+    rec = wait_until(lambda: crashes_of(client, wid), 30, message="a record of the SIGKILL")[0]
     assert rec["kind"] == "worker_died" and rec["worker"]["rank"] == 207
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(a.ok.remote(), timeout=30)
 
 
 def test_segfault_gives_a_record_with_faulthandler_text(client):
-    a, pid = reported_crasher(client, 206)
+    a, pid, wid = reported_crasher(client, 206)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(a.segfault.remote(), timeout=60)
-    rec = wait_until(lambda: crashes_of(client, pid), 30, message="a segfault record")[0]
+    rec = wait_until(lambda: crashes_of(client, wid), 30, message="a segfault record")[0]
     assert rec["kind"] == "segfault"
     full = client.get(f"/v1/crashes/{rec['id']}")
     assert "Segmentation fault" in full["faulthandler"]

@@ -14,7 +14,14 @@ import uuid
 import churn_job
 import pytest
 import ray
-from helpers import DELIBERATE_ABORTS, FIXTURES, assert_no_fatal_checks, fatal_checks_in, wait_until
+from helpers import (
+    DELIBERATE_ABORTS,
+    FIXTURES,
+    assert_no_fatal_checks,
+    fatal_checks_in,
+    live_worker_id,
+    wait_until,
+)
 
 pytest.importorskip("ray.data")
 
@@ -67,11 +74,7 @@ def test_a_worker_ray_aborts_gets_a_record_naming_the_check(ray_cluster, client,
         pid = int(
             wait_until(lambda: next(iter(os.listdir(pid_dir)), None), 60, message="a worker of the job")
         )
-
-        def listed():
-            return any(w["pid"] == pid for w in client.workers())
-
-        wait_until(listed, 30, message="the broker lists the worker")
+        wid = live_worker_id(client, pid, 30)
         go.touch()
         out, _ = job.communicate(timeout=200)
     finally:
@@ -82,7 +85,7 @@ def test_a_worker_ray_aborts_gets_a_record_naming_the_check(ray_cluster, client,
         pytest.skip(f"Ray {ray.__version__} does not abort a worker that submits before its first task")
     assert outcome == "WorkerCrashedError"
     summary = wait_until(
-        lambda: next((c for c in client.get("/v1/crashes") if c["worker"].get("pid") == pid), None),
+        lambda: next((c for c in client.get("/v1/crashes") if c["worker"].get("id") == wid), None),
         timeout=30,
         message="a crash record of the aborted worker",
     )

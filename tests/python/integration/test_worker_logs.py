@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 import ray
-from helpers import wait_until
+from helpers import live_worker_id, wait_until
 from talker import Talker
 
 from raysleuth.shared.errors import SleuthError
@@ -69,13 +69,12 @@ def test_a_crashed_workers_errors_stay_readable_after_it_ended(client):
     the worker as ended, and its stderr on the node is still served."""
     a = ray.remote(num_cpus=0, max_restarts=0)(Talker)
     a = a.options(runtime_env={"env_vars": {"RAYSLEUTH_POSTMORTEM_HOLD": "0"}}).remote()
-    pid = ray.get(a.pid.remote())
+    wid = live_worker_id(client, ray.get(a.pid.remote()))
     tag = uuid.uuid4().hex[:8]
     with pytest.raises(ray.exceptions.RayTaskError):
         ray.get(a.say_and_fail.remote(f"last words {tag}"))
-    mine = lambda c: (c.get("worker") or {}).get("pid") == pid  # noqa: E731
-    crash = wait_until(lambda: next(filter(mine, client.get("/v1/crashes")), None), 20, 0.2, "a crash record")
-    wid = crash["worker"]["id"]
+    mine = lambda c: (c.get("worker") or {}).get("id") == wid  # noqa: E731
+    wait_until(lambda: next(filter(mine, client.get("/v1/crashes")), None), 20, 0.2, "a crash record")
     ray.kill(a)
     state = lambda: next((w["state"] for w in client.workers() if w["id"] == wid), None)  # noqa: E731
     wait_until(lambda: state() in ("exited", "crashed"), 30, 0.2, "the worker to be listed as ended")

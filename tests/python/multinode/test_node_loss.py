@@ -93,6 +93,7 @@ def test_dashboard_down_for_30_s_degrades_says_so_and_recovers(cluster, broker, 
     stays, victim = on_node(head.node_id, 300), on_node(head.node_id, 301)
     stays_pid, victim_pid = ray.get([stays.pid.remote(), victim.pid.remote()], timeout=60)
     wait_listed_with_agent(client, [stays_pid, victim_pid])
+    victim_id = listed(client, victim_pid)["id"]
     wait_until(
         lambda: client.get("/v1/status")["state_api"]["ok"] and listed(client, stays_pid)["actor_class"],
         20,
@@ -139,7 +140,7 @@ def test_dashboard_down_for_30_s_degrades_says_so_and_recovers(cluster, broker, 
     assert up["state_api"]["error"] is None
     # Nothing lost: the death during the outage gets its record once Ray can say how it ended.
     rec = wait_until(
-        lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == victim_pid],
+        lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("id") == victim_id],
         30,
         0.5,
         "the record of the worker killed during the outage",
@@ -201,7 +202,9 @@ async def test_node_removed_while_its_worker_is_paused_and_attached(cluster, bro
         assert gone["rank"] == 310 and gone["paused_at"] is None
         rec = await asyncio.to_thread(
             wait_until,
-            lambda: [c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("pid") == lost_pid],
+            lambda: [
+                c for c in client.get("/v1/crashes") if (c.get("worker") or {}).get("id") == ids[lost_pid]
+            ],
             30,
             0.5,
             "the record of the worker lost with its node",

@@ -6,7 +6,7 @@ when it starts, so only the test's hog crosses it. In this suite: one dedicated 
 from __future__ import annotations
 
 import pytest
-from helpers import local_cluster, pin_ray_env, wait_until
+from helpers import live_worker_id, local_cluster, pin_ray_env, wait_until
 
 pin_ray_env(auth_mode="disabled")
 
@@ -49,16 +49,12 @@ def test_a_worker_killed_for_memory_gives_an_oom_record(oom_cluster, tmp_path):
         hog_cls = ray.remote(num_cpus=0, max_restarts=0)(crash_job.Hog)
         hog = hog_cls.options(runtime_env={"env_vars": {"RAYSLEUTH_NVML": "fake_nvml"}}).remote(300)
         pid = ray.get(hog.pid.remote(), timeout=60)
-        wait_until(
-            lambda: any(w["pid"] == pid and w["agent"] and w["rank"] == 300 for w in client.workers()),
-            20,
-            message="the hog's agent reported",
-        )
+        wid = live_worker_id(client, pid, 20, agent=True, rank=300)
         with pytest.raises((ray.exceptions.OutOfMemoryError, ray.exceptions.RayActorError)) as err:
             ray.get(hog.grow.remote(8), timeout=120)
         assert "memory" in str(err.value)
         recs = wait_until(
-            lambda: [c for c in client.get("/v1/crashes") if c["worker"].get("pid") == pid],
+            lambda: [c for c in client.get("/v1/crashes") if c["worker"].get("id") == wid],
             30,
             message="a record of the kill",
         )
