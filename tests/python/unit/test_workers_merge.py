@@ -154,6 +154,28 @@ def test_users_class_named_like_ours_in_their_namespace_is_shown():
     assert [w.actor_class for w in merge_workers([], state, NOW)] == ["NodeRelay"]
 
 
+def test_a_reused_pid_joins_a_live_worker_to_a_live_actor_and_an_ended_one_to_its_dead_actor():
+    """pids are reused (32768 on a Linux default): an actor that ended with pid 11 must not name
+    the live worker that has pid 11 now, and the ended worker keeps its own actor."""
+    end = (NOW - 5) * 1000
+    old, new = actor("a-old", 11, cls="OldActor", state="DEAD"), actor("a-new", 11, cls="NewActor")
+    gone = sw("w-old", 11, alive=False, end_time_ms=end)
+    state = StateSnapshot(workers=[sw("w-new", 11), gone], actors=[old, new], time=NOW)
+    got = {w.id: (w.actor_class, w.state) for w in merge_workers([], state, NOW)}
+    assert got == {"w-new": ("NewActor", "idle"), "w-old": ("OldActor", "exited")}
+    # A task worker with the pid, no actor alive on it: no actor named.
+    state = StateSnapshot(workers=[sw("w-task", 11), gone], actors=[old], time=NOW)
+    assert by_id(merge_workers([], state, NOW))["w-task"].actor_class is None
+
+
+def test_a_users_worker_with_the_pid_of_an_ended_raysleuth_actor_is_shown():
+    own = actor("r1", 13, cls="SleuthRegistry", ray_namespace="raysleuth", state="DEAD")
+    state = StateSnapshot(
+        workers=[sw("r", 13, alive=False, end_time_ms=(NOW - 5) * 1000), sw("w", 13)], actors=[own], time=NOW
+    )
+    assert [w.id for w in merge_workers([], state, NOW)] == ["w"]
+
+
 def test_paused_by_ray_debugger_threads_shows_paused():
     state = StateSnapshot(workers=[sw("w1", 11, num_paused_threads=1)], time=NOW)
     assert merge_workers([], state, NOW)[0].state == "paused"

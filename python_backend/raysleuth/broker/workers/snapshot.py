@@ -80,14 +80,20 @@ def _own_actor(actor: dict) -> bool:
 def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) -> list[Worker]:
     """Workers in the contract's shape: live ones first (by node, rank, pid), then exited ones."""
     table: dict[str, Worker] = {}
+    # By (node, pid), live and dead apart: pids are reused, and a dead actor's old pid may be a
+    # live worker's now (and the other way round).
     own_pids: set[tuple] = set()
+    own_dead_pids: set[tuple] = set()
     actor_by_pid: dict[tuple, dict] = {}
+    dead_actor_by_pid: dict[tuple, dict] = {}
     task_by_worker: dict[str, dict] = {}
     if state is not None:
         for actor in state.actors:
             key = (actor.get("node_id"), actor.get("pid"))
             if _own_actor(actor):
-                own_pids.add(key)
+                (own_dead_pids if actor.get("state") == "DEAD" else own_pids).add(key)
+            elif actor.get("state") == "DEAD":
+                dead_actor_by_pid[key] = actor
             elif actor.get("state") == "ALIVE" or key not in actor_by_pid:
                 actor_by_pid[key] = actor
         for task in state.tasks:
@@ -97,11 +103,13 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             if sw.get("worker_type") not in (None, "WORKER"):
                 continue
             key = (sw.get("node_id"), sw.get("pid"))
-            if key in own_pids:
+            alive = bool(sw.get("is_alive"))
+            if key in own_pids or (not alive and key in own_dead_pids):
                 continue
             w = Worker(sw["worker_id"], pid=sw.get("pid"), node_id=sw.get("node_id"), node_ip=sw.get("ip"))
-            alive = bool(sw.get("is_alive"))
             its_actor = actor_by_pid.get(key)
+            if not alive:
+                its_actor = dead_actor_by_pid.get(key) or its_actor
             if its_actor is not None:
                 w.actor_id = its_actor.get("actor_id")
                 w.actor_class = its_actor.get("class_name")
