@@ -358,7 +358,7 @@ async def test_an_attach_to_a_worker_listed_before_its_agent_waits_for_the_agent
     )
     pid = ray.get(a.pid.remote())
     w = wait_until(
-        lambda: next((w for w in client.workers() if w["pid"] == pid), None),
+        lambda: next((w for w in client.workers() if w["pid"] == pid and w["state"] != "exited"), None),
         30,
         0.2,
         "the worker listed by Ray",

@@ -16,7 +16,8 @@ from raysleuth.shared.errors import SleuthError
 def talker(ray_cluster, client):
     a = ray.remote(num_cpus=0)(Talker).remote()
     pid = ray.get(a.pid.remote())
-    w = wait_until(lambda: next((w for w in client.workers() if w["pid"] == pid), None), 15, 0.2, "listed")
+    wid = live_worker_id(client, pid)
+    w = next(w for w in client.workers() if w["id"] == wid)
     yield a, w
     ray.kill(a)
 
