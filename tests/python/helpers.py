@@ -28,18 +28,22 @@ def wait_until(condition, timeout: float, interval: float = 0.1, message: str = 
         time.sleep(interval)
 
 
-def live_worker_id(client, pid: int, timeout: float = 15, **fields) -> str:
-    """The id of the live worker with `pid` (and `fields`, e.g. agent=True, rank=3), once the
-    broker lists it so. Later lookups of an ended worker or of its crash record go by this id:
-    pids are reused (32768 here), and an ended worker of an earlier test may have had the same."""
+def live_worker(client, pid: int, timeout: float = 15, **fields) -> dict:
+    """The live worker with `pid` (and `fields`, e.g. agent=True, rank=3), once the broker lists
+    it so. Later lookups of an ended worker or of its crash record go by its id: pids are reused
+    (32768 here), and an ended worker of an earlier test may have had the same one."""
 
     def found():
         for w in client.workers():
             if w["pid"] == pid and w["state"] != "exited" and all(w.get(k) == v for k, v in fields.items()):
-                return w["id"]
+                return w
         return None
 
     return wait_until(found, timeout, message=f"a live worker with pid {pid} listed with {fields}")
+
+
+def live_worker_id(client, pid: int, timeout: float = 15, **fields) -> str:
+    return live_worker(client, pid, timeout, **fields)["id"]
 
 
 async def stopped_frames(session, timeout: float = 30) -> tuple[int, list[dict]]:

@@ -9,7 +9,7 @@ import psutil
 import pytest
 import ranked_job
 import ray
-from helpers import FIXTURES, dap_address, marker_line, stopped_frames, wait_until
+from helpers import FIXTURES, dap_address, live_worker, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import DapClient, DapError, open_session
 
@@ -357,12 +357,7 @@ async def test_an_attach_to_a_worker_listed_before_its_agent_waits_for_the_agent
         .remote()
     )
     pid = ray.get(a.pid.remote())
-    w = wait_until(
-        lambda: next((w for w in client.workers() if w["pid"] == pid and w["state"] != "exited"), None),
-        30,
-        0.2,
-        "the worker listed by Ray",
-    )
+    w = live_worker(client, pid, 30)
     assert not w["agent"]
     host, port = dap_address(broker)
     c = await DapClient.connect(host, port)

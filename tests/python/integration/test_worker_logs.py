@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 import ray
-from helpers import live_worker_id, wait_until
+from helpers import live_worker, live_worker_id, wait_until
 from talker import Talker
 
 from raysleuth.shared.errors import SleuthError
@@ -16,8 +16,7 @@ from raysleuth.shared.errors import SleuthError
 def talker(ray_cluster, client):
     a = ray.remote(num_cpus=0)(Talker).remote()
     pid = ray.get(a.pid.remote())
-    wid = live_worker_id(client, pid)
-    w = next(w for w in client.workers() if w["id"] == wid)
+    w = live_worker(client, pid)
     yield a, w
     ray.kill(a)
 
