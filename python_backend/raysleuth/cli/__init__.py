@@ -11,8 +11,11 @@ from raysleuth.shared.errors import SleuthError
 
 
 def _client(args):
+    from raysleuth.cli.argcheck import check_url_syntax
     from raysleuth.client import BrokerClient
 
+    if url := args.broker or os.environ.get("RAYSLEUTH_BROKER"):
+        check_url_syntax(url, "--broker" if args.broker else "RAYSLEUTH_BROKER")
     return BrokerClient.discover(args.broker, args.state_dir)
 
 
@@ -140,7 +143,7 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="raysleuth", description="Debug a Ray cluster like one process.")
+    p = _Parser(prog="raysleuth", description="Debug a Ray cluster like one process.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def client_opts(sp):
@@ -313,7 +316,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(message: str, hint: str | None) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    from raysleuth.shared.textsafe import one_line
+
+    # Escaped: a message may echo an argument or the broker's words (an id, a path) (#37).
+    print(f"error: {one_line(message)}", file=sys.stderr)
     if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+        print(f"hint: {one_line(hint)}", file=sys.stderr)
     return 2
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        from raysleuth.shared.textsafe import one_line
+
+        super().error(one_line(message))  # `unrecognized arguments: ...` echoes argv raw (#37)
+
+
+        from raysleuth.cli.argcheck import check_args
+
+        check_args(vars(args), local_paths=("state_dir", "export", "token_file"))

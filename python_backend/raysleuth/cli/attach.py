@@ -9,6 +9,7 @@ import linecache
 import sys
 
 from raysleuth.dap.client import ChannelClosed, DapClient, DapError, open_session
+from raysleuth.shared.textsafe import lines, one_line
 
 HELP = """commands:
   where | bt            the stack, * marks the current frame
@@ -33,7 +34,8 @@ class TerminalDebugger:
         self.ended = asyncio.Event()
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        # Values, names and output come from the worker: no ESC, CR or bidi control raw (#37).
+        print(lines(text), file=self.out, flush=True)
 
     async def pump_events(self) -> None:
         try:
@@ -67,7 +69,7 @@ class TerminalDebugger:
             return
         f = self.frames[self.frame]
         path = (f.get("source") or {}).get("path") or "?"
-        self.say(f"> {path}:{f.get('line')} in {f.get('name')}")
+        self.say(one_line(f"> {path}:{f.get('line')} in {f.get('name')}"))
         text = linecache.getline(path, f.get("line") or 0).rstrip()
         if text:
             self.say(f"  {f.get('line'):>5}  {text.strip()}")
@@ -91,9 +93,8 @@ class TerminalDebugger:
         elif cmd in ("where", "bt", "w"):
             for i, f in enumerate(self.frames):
                 path = (f.get("source") or {}).get("path") or "?"
-                self.say(
-                    f"{'*' if i == self.frame else ' '} {i:>2} {f.get('name')} at {path}:{f.get('line')}"
-                )
+                mark = "*" if i == self.frame else " "
+                self.say(one_line(f"{mark} {i:>2} {f.get('name')} at {path}:{f.get('line')}"))
             if not self.frames:
                 self.say("(not stopped)")
         elif cmd in ("up", "u", "down", "d"):
@@ -138,7 +139,7 @@ class TerminalDebugger:
             if not v["name"].startswith("special variables") and not v["name"].startswith(
                 "function variables"
             ):
-                self.say(f"{v['name']} = {v.get('value')}")
+                self.say(one_line(f"{v['name']} = {v.get('value')}"))
 
     async def set_break(self, spec: str) -> None:
         where, _, cond = spec.partition(" if ")
@@ -174,11 +175,11 @@ async def run_attach(dap: str, token: str, target: dict) -> int:
     try:
         client = await open_session(host.strip("[]"), int(port), dict(target, token=token))
     except DapError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     label = ", ".join(f"{k} {v}" for k, v in target.items())
     dbg = TerminalDebugger(client, label)
-    print(f"attached to {label}; `help` lists commands, end of input detaches", flush=True)
+    print(one_line(f"attached to {label}; `help` lists commands, end of input detaches"), flush=True)
     pump = asyncio.create_task(dbg.pump_events())
     try:
         while not dbg.ended.is_set():

@@ -8,6 +8,7 @@ import time
 
 from raysleuth.model.scope import format_ranks, parse_ranks
 from raysleuth.shared.errors import BadRequest
+from raysleuth.shared.textsafe import one_line
 
 ARMED_WAIT_S = 5.0
 """How long `break` waits to report how many workers armed the new breakpoint."""
@@ -46,7 +47,10 @@ def describe(bp: dict) -> str:
         parts.append(f"log {bp['logMessage']!r}")
     owner = bp.get("owner")
     by = f", set by {owner}" if owner and owner != OWNER else ""
-    return " ".join(parts) + f"  (armed on {bp.get('armed', 0)}{armed_where(bp)}{by})"
+    # One line whatever the cluster sent: a path's or message's newline or ESC escaped (#37).
+    return one_line(
+        " ".join(str(p) for p in parts) + f"  (armed on {bp.get('armed', 0)}{armed_where(bp)}{by})"
+    )
 
 
 def armed_where(bp: dict) -> str:
@@ -125,9 +129,12 @@ def run_break(client, args) -> int:
         if args.log:
             new["logMessage"] = args.log
         keep.append(new)
-    res = client.set_breakpoints(path, keep, root=os.getcwd(), owner=OWNER)
+    from raysleuth.cli.evaluate import code_of_entry, confirm_unbounded
+
+    force = confirm_unbounded((e for b in keep for e in code_of_entry(b)), getattr(args, "force", False))
+    res = client.set_breakpoints(path, keep, root=os.getcwd(), owner=OWNER, force=force)
     if args.remove:
-        print(f"Removed {path}:{line}.")
+        print(f"Removed {one_line(path)}:{line}.")
         return 0
     mine = next(b for b in res["breakpoints"] if b["line"] == line)
     deadline = time.monotonic() + ARMED_WAIT_S
@@ -143,7 +150,7 @@ def run_break(client, args) -> int:
     else:
         print(describe(mine))
         if not mine.get("armed"):
-            print(note or f"No worker has loaded {path} yet: the point arms in each one that does.")
+            print(one_line(note or f"No worker has loaded {path} yet: the point arms in each one that does."))
     if args.follow:
         return follow_logs(client, json_out=args.json)
     return 0
@@ -151,7 +158,7 @@ def run_break(client, args) -> int:
 
 def format_log(rec: dict) -> str:
     who = f"[rank {rec['rank']}]" if rec.get("rank") is not None else f"[pid {rec.get('pid')}]"
-    return f"{who} {rec.get('message')}"
+    return one_line(f"{who} {rec.get('message')}")  # one record, one line: a newline forges no rank
 
 
 def follow_logs(client, json_out: bool = False, follow: bool = True, poll_s: float = 0.5) -> int:

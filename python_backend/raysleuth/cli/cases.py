@@ -7,6 +7,8 @@ import datetime
 import json
 from urllib.parse import quote
 
+from raysleuth.shared.textsafe import lines, one_line
+
 
 def _when(t) -> str:
     try:
@@ -19,7 +21,12 @@ def format_list(cases: list[dict]) -> str:
     if not cases:
         return "No cases: nothing has failed, hung or drifted that the broker saw."
     rows = [
-        (c.get("id") or "?", _when(c.get("time")), c.get("kind") or "?", c.get("summary") or "")
+        (
+            one_line(c.get("id") or "?"),
+            _when(c.get("time")),
+            one_line(c.get("kind") or "?"),
+            one_line(c.get("summary") or ""),  # a summary's newline must not forge a row (#37)
+        )
         for c in cases
     ]
     wid = max(len(r[0]) for r in rows)
@@ -28,16 +35,18 @@ def format_list(cases: list[dict]) -> str:
 
 def format_detail(c: dict) -> str:
     out = [
-        f"case {c.get('id')} · {c.get('kind')} · {_when(c.get('time'))} · job {c.get('job_id') or '?'}",
-        c.get("summary") or "",
+        f"case {one_line(c.get('id'))} · {one_line(c.get('kind'))} · {_when(c.get('time'))}"
+        f" · job {one_line(c.get('job_id') or '?')}",
+        one_line(c.get("summary") or ""),  # one line by design: a newline in it forges one
     ]
     if c.get("hint"):
-        out.append(f"hint: {c['hint']}")
+        out.append(f"hint: {lines(c['hint'])}")
     ev = c.get("evidence") or {}
     if c.get("kind") == "crash" and ev.get("crash"):
-        out.append(f"evidence: crash record {ev['crash']} (raysleuth crashes {ev['crash']})")
+        crash = one_line(ev["crash"])
+        out.append(f"evidence: crash record {crash} (raysleuth crashes {crash})")
     elif c.get("kind") == "hang" and ev.get("text"):
-        out += ["evidence: the stacks when it was found", ev["text"]]
+        out += ["evidence: the stacks when it was found", lines(ev["text"])]
     elif ev:
         out.append("evidence: " + json.dumps(ev, indent=1))
     return "\n".join(out)
@@ -48,5 +57,5 @@ def run_cases(client, case_id: str | None, json_out: bool) -> int:
     if json_out:
         print(json.dumps(data, indent=1))
     else:
-        print(format_detail(data) if case_id else format_list(data))
+        print(lines(format_detail(data) if case_id else format_list(data)))
     return 0

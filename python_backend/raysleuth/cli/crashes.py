@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime
 import json
+from urllib.parse import quote
+
+from raysleuth.shared.textsafe import lines, one_line
 
 
 def _when(t) -> str:
@@ -20,7 +23,7 @@ def _who(w: dict) -> str:
         w.get("actor_class") or w.get("task"),
         f"pid {w.get('pid')}",
     ]
-    return " · ".join(p for p in parts if p)
+    return one_line(" · ".join(str(p) for p in parts if p))
 
 
 def format_list(crashes: list[dict]) -> str:
@@ -32,11 +35,11 @@ def format_list(crashes: list[dict]) -> str:
         msg = (c.get("message") or "").splitlines()[0] if c.get("message") else ""
         rows.append(
             (
-                c["id"],
+                one_line(c["id"]),
                 _when(c.get("time")),
-                c.get("kind") or "",
+                one_line(c.get("kind") or ""),
                 _who(c.get("worker") or {}),
-                f"{err}: {msg}"[:80].strip(": "),
+                one_line(f"{err}: {msg}"[:80].strip(": ")),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -44,21 +47,22 @@ def format_list(crashes: list[dict]) -> str:
 
 
 def format_detail(c: dict) -> str:
+    wid = one_line(str((c.get("worker") or {}).get("id", "?"))[:12])
     out = [
-        f"crash {c['id']} · {c.get('kind')} · {_when(c.get('time'))}",
-        f"worker: {_who(c.get('worker') or {})} (id {(c.get('worker') or {}).get('id', '?')[:12]})",
-        f"error:  {c.get('exc_type') or ''} {c.get('message') or ''}".rstrip(),
-        f"hint:   {c.get('hint')}",
+        f"crash {one_line(c['id'])} · {one_line(c.get('kind'))} · {_when(c.get('time'))}",
+        f"worker: {_who(c.get('worker') or {})} (id {wid})",
+        f"error:  {one_line(c.get('exc_type') or '')} {lines(c.get('message') or '')}".rstrip(),
+        f"hint:   {lines(c.get('hint'))}",
     ]
     frames = c.get("frames") or []
     if frames:
         out.append("stack (innermost first):")
         for f in frames:
-            out.append(f"  {f.get('path')}:{f.get('line')} in {f.get('function')}")
+            out.append(f"  {one_line(f.get('path'))}:{f.get('line')} in {one_line(f.get('function'))}")
             for k, v in (f.get("locals") or {}).items():
-                out.append(f"      {k} = {v}")
+                out.append(f"      {one_line(k)} = {one_line(v)}")
     if c.get("faulthandler"):
-        out += ["faulthandler:", *("  " + line for line in c["faulthandler"].splitlines()[:40])]
+        out += ["faulthandler:", *("  " + one_line(ln) for ln in c["faulthandler"].splitlines()[:40])]
     gpu = c.get("gpu")
     if gpu and gpu.get("gpus"):
         for g in gpu["gpus"]:
@@ -67,14 +71,16 @@ def format_detail(c: dict) -> str:
                 f"gpu {g.get('gpu')}: this process {mib['used_bytes']:.0f} MiB, "
                 f"device {mib['device_used_bytes']:.0f} / {mib['total_bytes']:.0f} MiB"
             )
-    out.append(f'replay: attach {{"token": T, "crash": "{c["id"]}"}} (the extension\'s Crashes view does it)')
-    return "\n".join(out)
+    crash = one_line(c["id"])
+    out.append(f'replay: attach {{"token": T, "crash": "{crash}"}} (the extension\'s Crashes view does it)')
+    return lines("\n".join(out))  # and whatever field above was missed: no ESC, CR or bidi raw
 
 
 def run_crashes(client, crash_id: str | None, json_out: bool) -> int:
-    data = client.get(f"/v1/crashes/{crash_id}") if crash_id else client.get("/v1/crashes")
+    # Quoted: an id with a control character or a space is the broker's 404, not a bad URL (#37).
+    data = client.get(f"/v1/crashes/{quote(crash_id, safe='')}") if crash_id else client.get("/v1/crashes")
     if json_out:
         print(json.dumps(data, indent=1))
     else:
-        print(format_detail(data) if crash_id else format_list(data))
+        print(format_detail(data) if crash_id else lines(format_list(data)))
     return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from raysleuth.shared.textsafe import one_line
+
 MARK = {"ok": "ok  ", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
 
@@ -16,11 +18,11 @@ def format_report(report: dict) -> str:
         for n in report.get("nodes") or []
     ]
     for title, checks in sections:
-        lines.append(title)
-        for c in checks:
-            lines.append(f"  [{MARK.get(c['status'], c['status'])}] {c['check']}: {c['detail']}")
+        lines.append(one_line(title))
+        for c in checks:  # each check's text escaped: a node's relay wrote it (#37)
+            lines.append(one_line(f"  [{MARK.get(c['status'], c['status'])}] {c['check']}: {c['detail']}"))
             if c.get("hint") and c["status"] in ("warn", "fail"):
-                lines.append(f"         hint: {c['hint']}")
+                lines.append(one_line(f"         hint: {c['hint']}"))
     counts = {s: sum(c["status"] == s for _, cs in sections for c in cs) for s in ("fail", "warn")}
     lines.append(
         "all good"

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from raysleuth.shared.errors import SleuthError
 from raysleuth.shared.privfiles import write_private
+from raysleuth.shared.textsafe import lines, one_line
 
 
 def _when(t) -> str:
@@ -31,10 +32,12 @@ def _who(e: dict) -> str:
 def format_list(events: list[dict]) -> str:
     if not events:
         return "No events yet. Call raysleuth.event(name, **fields) in remote code to add some."
-    rows = [("SEQ", "TIME", "WHO", "NAME", "FIELDS")]
+    rows: list[tuple[str, ...]] = [("SEQ", "TIME", "WHO", "NAME", "FIELDS")]
     for e in sorted(events, key=lambda x: (x.get("time") or 0, x.get("seq") or 0)):
         fields = " ".join(f"{k}={v}" for k, v in (e.get("fields") or {}).items())
-        rows.append((str(e.get("seq")), _when(e.get("time")), _who(e), str(e.get("name")), fields[:120]))
+        # Each cell escaped (#37): an event's name or field value comes from any worker's code.
+        cells = (e.get("seq"), _when(e.get("time")), _who(e), e.get("name"), fields[:120])
+        rows.append(tuple(one_line(c) for c in cells))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows)
 
@@ -64,7 +67,7 @@ def to_trace(events: list[dict]) -> dict:
 
 
 def run_events(client, since: int, name: str | None, json_out: bool, export: str | None) -> int:
-    path = f"/v1/events?since={since}" + (f"&name={quote(name)}" if name else "")
+    path = f"/v1/events?since={since}" + (f"&name={quote(name, safe='')}" if name else "")
     events = client.get(path)
     if export:
         try:
@@ -73,7 +76,9 @@ def run_events(client, since: int, name: str | None, json_out: bool, export: str
             raise SleuthError(
                 f"Cannot write {export}: {exc.strerror}.", "Pass --export a path in a folder you can write."
             ) from exc
-        print(f"wrote {len(events)} events to {export} (open it in ui.perfetto.dev or chrome://tracing)")
+        print(
+            f"wrote {len(events)} events to {one_line(export)} (open it in ui.perfetto.dev or chrome://tracing)"
+        )
         return 0
-    print(json.dumps(events, indent=1) if json_out else format_list(events))
+    print(json.dumps(events, indent=1) if json_out else lines(format_list(events)))
     return 0

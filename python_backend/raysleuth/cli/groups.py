@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from raysleuth.model.scope import format_ranks, parse_ranks
 from raysleuth.shared.errors import BadRequest, NotFound
+from raysleuth.shared.textsafe import one_line
 
 
 def format_groups(groups: list[dict]) -> str:
@@ -17,7 +18,7 @@ def format_groups(groups: list[dict]) -> str:
     for g in groups:
         ranks = format_ranks(g.get("ranks") or ()) or "-"
         how = g.get("expression") or ("job " + g["job_id"] if g.get("job_id") else "")
-        lines.append((str(g["name"]), ranks, str(len(g.get("workers") or ())), how))
+        lines.append((one_line(g["name"]), one_line(ranks), str(len(g.get("workers") or ())), one_line(how)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
@@ -32,7 +33,7 @@ def run_group(client, args) -> int:
     where = "/v1/groups/" + quote(args.name, safe="")
     if args.delete:
         client.request("DELETE", where)
-        print(f"group {args.name} deleted")
+        print(f"group {one_line(args.name)} deleted")
         return 0
     given = [o for o in (args.ranks, args.workers, args.expression) if o is not None]
     if len(given) > 1:

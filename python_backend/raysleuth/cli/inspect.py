@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from raysleuth.shared.textsafe import one_line
+
 COLUMNS = (
     "NAME",
     "STEP",
@@ -37,7 +39,7 @@ def _num(x) -> str:
 
 def _cells(r: dict) -> list[str]:
     shape = r.get("shape")
-    return [
+    cells = [
         str(r.get("name")),
         _num(r.get("step")),
         _num(r.get("rank")),
@@ -46,6 +48,7 @@ def _cells(r: dict) -> list[str]:
         *(_num(r.get(k)) for k in ("mean", "std", "min", "max", "norm", "nan", "inf")),
         str(r.get("hash") or "-")[:8],
     ]
+    return [one_line(c) for c in cells]  # a name or dtype from a worker: no ESC, no newline (#37)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -67,7 +70,8 @@ def format_table(rows: list[dict]) -> str:
     if differs:
         lines.append("")
         lines += [
-            f"! rank {r.get('rank')} {r.get('name')} step {r.get('step')}: {r.get('why')}" for r in differs
+            one_line(f"! rank {r.get('rank')} {r.get('name')} step {r.get('step')}: {r.get('why')}")
+            for r in differs
         ]
     else:
         lines.append(f"\nall ranks agree ({len(rows)} rows)")

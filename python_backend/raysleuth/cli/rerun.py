@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
+from raysleuth.shared.textsafe import one_line
+
 
 def run_rerun(client, crash_id: str, json_out: bool) -> int:
     # The broker answers once the rerun stopped at its first line: up to a minute for a new worker.
@@ -14,9 +16,12 @@ def run_rerun(client, crash_id: str, json_out: bool) -> int:
         print(json.dumps(reply, indent=1))
         return 0
     at = reply.get("paused_at") or {}
-    print(f"{reply['rerun']}: {reply.get('function')}({', '.join(reply.get('args') or [])})")
+    # Each line escaped (#37): the function, its arguments' reprs and the path come from the job.
+    print(
+        one_line(f"{reply['rerun']}: {reply.get('function')}({', '.join(map(str, reply.get('args') or []))})")
+    )
     where = f"{at.get('path')}:{at.get('line')}"
     who = f"worker {reply['worker'][:8]} (pid {reply.get('pid')}, job {reply.get('job_id')})"
-    print(f"stopped at {where} in {who}")
-    print(f"attach: raysleuth attach {reply['worker']}   (or click it in VS Code's Cluster view)")
+    print(one_line(f"stopped at {where} in {who}"))
+    print(one_line(f"attach: raysleuth attach {reply['worker']}   (or click it in VS Code's Cluster view)"))
     return 0

@@ -9,8 +9,11 @@ Ctrl-C, and turns the sampler off again if it was off before.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from urllib.parse import urlencode
+
+from raysleuth.shared.textsafe import lines, one_line
 
 STREAM_TIMEOUT_S = 60.0
 """The stream sends a keepalive every 15 s: a minute of silence means the broker is gone."""
@@ -34,7 +37,7 @@ def format_result(result: dict) -> str:
     n = len(result.get("workers") or [])
     took = result.get("elapsed_ms")
     tail = f"{n} worker(s) in {took:.0f} ms" if isinstance(took, (int, float)) else f"{n} worker(s)"
-    return f"{result.get('text') or ''}\n({tail})"
+    return f"{lines(result.get('text') or '')}\n({tail})"
 
 
 def format_trees(result: dict) -> str:
@@ -43,23 +46,27 @@ def format_trees(result: dict) -> str:
 
     trees = result.get("tree")
     trees = [trees] if isinstance(trees, dict) else trees or []
-    lines: list[str] = []
+    out: list[str] = []
     for t in trees:
-        lines += [f"job {t.get('job_id')}:" if t.get("job_id") else "job:", *format_tree(t, "  ")]
-    return "\n".join(lines) if lines else "No stacks."
+        out += [f"job {one_line(t['job_id'])}:" if t.get("job_id") else "job:"]
+        out += [one_line(line) for line in format_tree(t, "  ")]  # a frame's newline forges no line
+    return "\n".join(out) if out else "No stacks."
 
 
 def format_hang(hang: dict) -> str:
-    ranks = f" ranks {hang['ranks_text']}" if hang.get("ranks_text") else ""
-    head = f"SUSPECTED HANG: job {hang.get('job_id')}{ranks}:"
-    head += f" the same stacks for {hang.get('samples')} samples with no step event"
-    return head + "\n" + (hang.get("text") or "")
+    ranks = f" ranks {one_line(hang['ranks_text'])}" if hang.get("ranks_text") else ""
+    head = f"SUSPECTED HANG: job {one_line(hang.get('job_id'))}{ranks}:"
+    head += f" the same stacks for {one_line(hang.get('samples'))} samples with no step event"
+    return head + "\n" + lines(hang.get("text") or "")
 
 
 def run_stacks(client, args, out=None) -> int:
     out = out or sys.stdout
-    if getattr(args, "timeout", None) and hasattr(client, "timeout"):
-        client.timeout = max(client.timeout, args.timeout + 5)  # the broker's deadline, then ours
+    took = getattr(args, "timeout", None)
+    if took and math.isfinite(took) and hasattr(client, "timeout"):
+        # The broker's deadline, then ours; a huge one (the broker refuses it) stays in what a
+        # socket takes: `--timeout 1e300` is the broker's 400, not an OverflowError (#37).
+        client.timeout = max(client.timeout, min(took, 3600.0) + 5)
     if args.watch is None:
         result = client.get(query_path(args))
         if args.json:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from raysleuth.shared.textsafe import one_line
+
 
 def _short(value, n: int = 8) -> str:
-    return "-" if value in (None, "") else str(value)[:n]
+    return "-" if value in (None, "") else one_line(str(value)[:n])
 
 
 def format_workers(workers: list[dict]) -> str:
-    rows = [("NODE", "PID", "ACTOR", "TASK", "RANK", "STATE", "WORKER")]
+    rows: list[tuple[str, ...]] = [("NODE", "PID", "ACTOR", "TASK", "RANK", "STATE", "WORKER")]
     for w in workers:
         actor = w.get("actor_class") or ("(task)" if w.get("task") else "-")
         if w.get("actor_name"):
@@ -19,17 +21,13 @@ def format_workers(workers: list[dict]) -> str:
             state += f" at {p.get('path')}:{p.get('line')}"
         if not w.get("agent"):
             state += " (no agent)"
+        if w.get("busy"):  # an evaluate's C code holds it (#37): `raysleuth kill ID` ends it
+            from raysleuth.cli.evaluate import busy_text
+
+            state += busy_text(w["busy"])
         node = f"{w.get('node_ip') or '?'} {_short(w.get('node_id'), 4)}"
-        rows.append(
-            (
-                node,
-                str(w.get("pid") or "-"),
-                actor,
-                _short(w.get("task"), 28),
-                "-" if w.get("rank") is None else str(w["rank"]),
-                state,
-                _short(w["id"]),
-            )
-        )
+        cells = (node, w.get("pid") or "-", actor, _short(w.get("task"), 28), w.get("rank"), state)
+        # Every cell from the cluster escaped: a name's newline or ESC must not forge a row (#37).
+        rows.append((*(one_line("-" if c is None else c) for c in cells), _short(w["id"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)

@@ -7,6 +7,7 @@ import os
 
 from raysleuth.cli.breaks import parse_location
 from raysleuth.shared.errors import BadRequest
+from raysleuth.shared.textsafe import one_line
 
 
 def run_watch(client, args) -> int:
@@ -26,15 +27,19 @@ def run_watch(client, args) -> int:
     for name in ("every", "rtol", "step"):
         if getattr(args, name) is not None:
             body[name] = getattr(args, name)
+    from raysleuth.cli.evaluate import confirm_unbounded
+
+    if confirm_unbounded(args.expressions, getattr(args, "force", False)):
+        body["force"] = True
     wid = client.post("/v1/watches", body)["id"]
     what = ", ".join(args.expressions)
-    print(f"watch {wid} at {path}:{line} on {what}; waiting for a divergence (Ctrl-C stops)")
+    print(one_line(f"watch {wid} at {path}:{line} on {what}; waiting for a divergence (Ctrl-C stops)"))
     for event, data in client.events(["case"], timeout=None):
         if event != "case" or data.get("kind") != "divergence":
             continue
         case = client.get(f"/v1/cases/{data['id']}")
         if (case.get("evidence") or {}).get("watch") == wid:
-            print(case.get("summary"))
-            print(f"case {case['id']}: raysleuth cases {case['id']}")
+            print(one_line(case.get("summary")))
+            print(one_line(f"case {case['id']}: raysleuth cases {case['id']}"))
             return 0
     return 0
