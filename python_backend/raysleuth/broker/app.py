@@ -50,6 +50,7 @@ from raysleuth.broker.radar.stacks import StacksService
 from raysleuth.broker.tasks import OwnedTasks
 from raysleuth.broker.telemetry.gpu import GpuHistory
 from raysleuth.broker.telemetry.timeline import Timeline
+from raysleuth.broker.tickets import TicketStore
 from raysleuth.broker.workers.agents import Agents
 from raysleuth.broker.workers.control import Control
 from raysleuth.broker.workers.inbox import Inbox
@@ -94,6 +95,7 @@ class Broker:
                 len(fixed), state_dir, "; ".join(fixed[:5]) + (" ..." if len(fixed) > 5 else ""),
             )  # fmt: skip
         self.token, self.token_file = load_or_create_token(state_dir)
+        self.tickets = TicketStore()
         self.started = time.time()
         self.http_url: str | None = None
         self.dap_address: str | None = None
@@ -274,11 +276,14 @@ class Broker:
             watches=self.watches,
             groups=self.groups,
             reruns=self.reruns,
+            tickets=self.tickets,
         )
         runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
         await runner.setup()
         assert runner.server is not None  # setup() made it
-        door = DapFrontDoor(self.token, self.token_file, self.table, self.leases, self.crashes, self.agents)
+        door = DapFrontDoor(
+            self.token, self.token_file, self.table, self.leases, self.crashes, self.agents, self.tickets
+        )
         # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
         gate = Gate()  # every port's connections together
         http_server = await serve_one_port(runner.server, door.handle, self.host, self.port, gate)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from raysleuth.broker.radar.stacks import StacksService
     from raysleuth.broker.telemetry.gpu import GpuHistory
     from raysleuth.broker.telemetry.timeline import Timeline
+    from raysleuth.broker.tickets import TicketStore
     from raysleuth.broker.workers.control import Control
     from raysleuth.broker.workers.logs import WorkerLogs
     from raysleuth.broker.workers.table import WorkerTable
@@ -90,6 +91,8 @@ class Services:
     #: Rank groups (issue 27).
     reruns: Reruns
     #: Failed tasks run again under the debugger (issue 26).
+    tickets: TicketStore
+    #: Single-use attach tickets for DAP clients (issue 37), shared with the DAP front door.
 
 
 def make_app(svc: Services) -> web.Application:
@@ -300,6 +303,10 @@ def make_app(svc: Services) -> web.Application:
         taken = await svc.stacks.take(StacksQuery(job=job))
         return web.json_response(collectives_queue(taken["collectives"], taken["workers"], taken["behind"]))
 
+    async def post_ticket(request: web.Request) -> web.Response:
+        body = await body_of(request) if request.body_exists else {}
+        return web.json_response(svc.tickets.issue(body))
+
     async def get_stacks_watch(request: web.Request) -> web.Response:
         return web.json_response(svc.stacks.status())
 
@@ -342,6 +349,7 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/nodes", get_nodes)
     app.router.add_get("/v1/status", get_status)
     app.router.add_get("/v1/stream", stream)
+    app.router.add_post("/v1/tickets", post_ticket)
     add_case_routes(app, svc)
     add_group_routes(app, svc)
     return app

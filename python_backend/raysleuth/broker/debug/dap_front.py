@@ -8,6 +8,7 @@ import asyncio
 import logging
 
 from raysleuth.broker.debug.dap_session import DapSession
+from raysleuth.broker.tickets import TicketStore
 from raysleuth.dap.framing import bound_reader
 from raysleuth.shared.limits import (
     ATTACH_WITHIN_S,
@@ -23,8 +24,10 @@ log = logging.getLogger(__name__)
 class DapFrontDoor:
     """The listening side: one `DapSession` per connection, over the broker's services."""
 
-    def __init__(self, token: str, token_file, table, leases, crashes, agents) -> None:
+    def __init__(self, token: str, token_file, table, leases, crashes, agents, tickets=None) -> None:
         self.token = token
+        self.tickets = tickets if tickets is not None else TicketStore()
+        """Attach tickets (`POST /v1/tickets`): the broker's one store, shared with the HTTP API."""
         self.token_file = token_file
         self.table = table
         self.leases = leases

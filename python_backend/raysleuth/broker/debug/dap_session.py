@@ -1,6 +1,7 @@
 """One debug session of the DAP front door: the broker answers `initialize` itself; `attach
-{token, worker | rank | crash}` leases the worker's link (one debugpy connection per worker) or
-replays a crash record, and from then on requests and events pass through, with paths mapped.
+{ticket | token, worker | rank | crash}` leases the worker's link (one debugpy connection per
+worker) or replays a crash record, and from then on requests and events pass through, with paths
+mapped.
 Ending a session leaves the worker running and its link open.
 """
 
@@ -10,13 +11,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.debug import rayframes
 from raysleuth.broker.debug.dap_scopes import merge_scoped, scope_breakpoints
 from raysleuth.broker.debug.links import LinkClosed, WorkerLink
 from raysleuth.broker.debug.targets import resolve_target
 from raysleuth.broker.debug.waits import held_worker, with_agent
 from raysleuth.broker.postmortem.replay import QUIET_EVALUATE, RUN_COMMANDS
+from raysleuth.broker.tickets import admit_attach
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
 from raysleuth.shared.errors import SleuthError
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from raysleuth.broker.debug.leases import LinkLeases
     from raysleuth.broker.postmortem.crashes import CrashStore
     from raysleuth.broker.postmortem.replay import Replay
+    from raysleuth.broker.tickets import TicketStore
     from raysleuth.broker.workers.agents import Agents
     from raysleuth.broker.workers.table import WorkerTable
 
@@ -33,6 +35,7 @@ class Door(Protocol):
     """What a session needs of its front door (dap_front.DapFrontDoor): the broker's services."""
 
     token: str
+    tickets: TicketStore
     table: WorkerTable
     leases: LinkLeases
     crashes: CrashStore
@@ -130,15 +133,9 @@ class DapSession:
 
     async def attach_request(self, request: dict) -> bool:
         args = request.get("arguments") or {}
-        token = args.get("token")
-        if not isinstance(token, str) or not check_bearer(f"Bearer {token}", self.door.token):
-            await self.respond(
-                request,
-                error=(
-                    "Ray Sleuth: attach refused, the token is missing or wrong. Use the token in "
-                    "the file `token` of the broker's state dir (readable by its user only)."
-                ),
-            )
+        refused = admit_attach(args, self.door.token, self.door.tickets)  # a ticket, or the token
+        if refused:
+            await self.respond(request, error=refused)
             return True
         if self.link is not None:
             await self.respond(request, error="Ray Sleuth: this session is attached already.")
