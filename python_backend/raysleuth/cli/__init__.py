@@ -295,9 +295,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        from raysleuth.shared.textsafe import one_line
+
+        super().error(one_line(message))  # `unrecognized arguments: ...` echoes argv raw (#37)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from raysleuth.cli.argcheck import check_args
+
+        check_args(vars(args), local_paths=("state_dir", "export", "token_file"))
         return args.fn(args) or 0
     except SleuthError as exc:
         return _error(exc.message, exc.hint)
@@ -323,13 +333,3 @@ def _error(message: str, hint: str | None) -> int:
     if hint:
         print(f"hint: {one_line(hint)}", file=sys.stderr)
     return 2
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        from raysleuth.shared.textsafe import one_line
-
-        super().error(one_line(message))  # `unrecognized arguments: ...` echoes argv raw (#37)
-
-
-        from raysleuth.cli.argcheck import check_args
-
-        check_args(vars(args), local_paths=("state_dir", "export", "token_file"))
