@@ -95,7 +95,8 @@ def real_broker(tmp_path):
 
     sd = tmp_path / "sd"
     sd.mkdir(mode=0o700)
-    with broker_app(table=EvilTable(), crashes=CrashStore(tmp_path)) as url:
+    closed = {"dap": "127.0.0.1:1"}  # a DAP front door nothing listens on: attach fails cleanly
+    with broker_app(table=EvilTable(), crashes=CrashStore(tmp_path), status=lambda: closed) as url:
         yield url, {"RAYSLEUTH_TOKEN": TOKEN}, str(sd)
 
 
