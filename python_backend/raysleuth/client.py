@@ -2,13 +2,17 @@
 benchmarks and the tests (the language server follows the stream with aiohttp, in lsp/live.py).
 
 Finds the broker from `--broker URL`, else RAYSLEUTH_BROKER, else `<state dir>/broker.json`;
-the token from RAYSLEUTH_TOKEN, else the state dir's token file; sends the token only to a
-broker that proved it holds it.
+the token from RAYSLEUTH_TOKEN, else the state dir's token file. Every connection it opens is
+checked before its first byte (`shared/peer.py`): the port must belong to a process of ours (or
+root's) on loopback, else nothing is sent (a relay another user runs on a stale broker port gets no
+token). The broker's HMAC hello proof then tells a wrong or stale token apart; no proxy is used and
+no redirect is followed.
 """
 
 from __future__ import annotations
 
 import errno
+import http.client
 import json
 import os
 import stat
@@ -20,6 +24,7 @@ from pathlib import Path
 from raysleuth.shared.errors import BrokerUnreachable, SleuthError
 from raysleuth.shared.paths import BROKER_FILE, TOKEN_FILE
 from raysleuth.shared.paths import state_dir as resolve_state_dir
+from raysleuth.shared.peer import check_broker_peer
 from raysleuth.shared.privfiles import check_state_dir
 from raysleuth.shared.proof import HELLO_PATH, new_nonce, proven
 
@@ -59,7 +64,7 @@ class BrokerClient:
         nonce = new_nonce()
         req = urllib.request.Request(f"{self.url}{HELLO_PATH}?nonce={nonce}", headers=self._agent())
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with OPENER.open(req, timeout=self.timeout) as resp:
                 answer = json.load(resp)
         except urllib.error.HTTPError as exc:
             answer = {"status": exc.code}
@@ -95,7 +100,7 @@ class BrokerClient:
             },
         )
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+            with OPENER.open(req, timeout=timeout or self.timeout) as resp:
                 return json.load(resp)
         except urllib.error.HTTPError as exc:
             try:
@@ -122,7 +127,7 @@ class BrokerClient:
             self.url + "/v1/stream",
             headers={"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream", **self._agent()},
         )
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with OPENER.open(req, timeout=timeout) as resp:
             event, data = None, []
             for raw in resp:
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
@@ -163,6 +168,49 @@ class BrokerClient:
 
     def breakpoints(self) -> list[dict]:
         return self.get("/v1/breakpoints")
+
+
+def _checked(conn: http.client.HTTPConnection) -> None:
+    """After connect, before a byte of the request: the peer must be a broker process of ours."""
+    try:
+        host = f"[{conn.host}]" if ":" in conn.host else conn.host
+        check_broker_peer(conn.sock, f"{host}:{conn.port}")
+    except SleuthError:
+        conn.close()
+        raise
+
+
+class _CheckedHTTP(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _checked(self)
+
+
+class _CheckedHTTPS(http.client.HTTPSConnection):
+    def connect(self) -> None:  # the TLS handshake comes first: it carries no token
+        super().connect()
+        _checked(self)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_CheckedHTTP, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req):
+        return self.do_open(_CheckedHTTPS, req, context=self._context)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # the broker never redirects: the 3xx is the answer, and no header goes on
+
+
+OPENER = urllib.request.build_opener(
+    urllib.request.ProxyHandler({}), _HTTPHandler, _HTTPSHandler, _NoRedirect
+)
+"""urllib's opener for the broker: each connection's peer checked, no proxy, no redirect."""
 
 
 def check_url(url: str, source: str) -> None:

@@ -55,7 +55,15 @@ def cmd_attach(args) -> int:
         )
     client = _client(args)
     dap = client.get("/v1/status").get("dap")
-    return asyncio.run(run_attach(dap, client.token, split_target(args.worker, args.rank, args.job)))
+    target = split_target(args.worker, args.rank, args.job)
+    ticket = client.post("/v1/tickets", target)["ticket"]  # single-use, bound: never the token on DAP
+    return asyncio.run(run_attach(dap, ticket, target))
+
+
+def cmd_ticket(args) -> int:
+    from raysleuth.cli.ticket import run_ticket
+
+    return run_ticket(_client(args), args)
 
 
 def cmd_break(args) -> int:
@@ -169,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--job", help="job id, when ranks of two jobs collide")
     client_opts(a)
     a.set_defaults(fn=cmd_attach)
+
+    from raysleuth.cli.ticket import add_ticket_parser
+
+    add_ticket_parser(sub, client_opts, cmd_ticket)
 
     br = sub.add_parser("break", help="set a breakpoint in every matching worker of the cluster")
     br.add_argument("location", nargs="?", help="FILE:LINE")

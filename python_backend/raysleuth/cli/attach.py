@@ -170,10 +170,12 @@ async def _read_line(prompt: str) -> str | None:
     return line if line else None
 
 
-async def run_attach(dap: str, token: str, target: dict) -> int:
+async def run_attach(dap: str, ticket: str, target: dict) -> int:
+    """A terminal session on `target` through the DAP front door at `dap`, attached with a ticket
+    (`POST /v1/tickets`, bound to `target`); open_session sends it only to a broker of ours."""
     host, _, port = dap.rpartition(":")
     try:
-        client = await open_session(host.strip("[]"), int(port), dict(target, token=token))
+        client = await open_session(host.strip("[]"), int(port), dict(target, ticket=ticket))
     except DapError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
@@ -199,11 +201,10 @@ async def run_attach(dap: str, token: str, target: dict) -> int:
 
 
 def split_target(worker: str | None, rank: int | None, job: str | None) -> dict:
-    target: dict = {}
+    """The attach target (and the ticket's): a worker id wins over a rank, as the broker reads it."""
     if worker:
-        target["worker"] = worker
-    if rank is not None:
-        target["rank"] = rank
+        return {"worker": worker}
+    target: dict = {"rank": rank}
     if job:
         target["job"] = job
     return target

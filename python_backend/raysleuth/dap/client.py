@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from raysleuth.dap.channel import DEFAULT_REQUEST_TIMEOUT_S, ChannelClosed, DapChannel, DapTimeout
+from raysleuth.shared.peer import check_broker_peer
 
 __all__ = ["ChannelClosed", "DapClient", "DapError", "DapTimeout", "open_session"]
 
@@ -52,9 +53,13 @@ async def open_session(
     exception_filters: list[str] | None = None,
     timeout: float = 90.0,
 ) -> DapClient:
-    """initialize → attach → (setBreakpoints…) → configurationDone, as an editor does."""
+    """initialize → attach → (setBreakpoints…) → configurationDone, as an editor does. An attach
+    that carries a secret (`token`, `ticket`) goes only to a broker process of ours: the peer of
+    the connection is checked before its first byte (`shared/peer.py`)."""
     c = await DapClient.connect(host, port)
     try:
+        if "token" in attach or "ticket" in attach:
+            check_broker_peer(c.writer.get_extra_info("socket"), f"the DAP port {host}:{port}")
         await c.request(
             "initialize",
             {

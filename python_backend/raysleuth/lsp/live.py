@@ -3,6 +3,7 @@ breakpoints, crashes) and reconnects when the broker goes away or first appears.
 
 A client of the broker like `raysleuth.client`: finds it by --broker URL, RAYSLEUTH_BROKER or
 `<state dir>/broker.json`; token from RAYSLEUTH_TOKEN or the token file. Never raises into the server.
+Every connection is checked before the request's first byte, as the CLI's (`CheckedConnector`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 from raysleuth.client import BrokerClient
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.peer import check_broker_peer
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class LiveCluster:
     async def run(self) -> None:
         """Follow the broker until cancelled, reconnecting with backoff."""
         attempt = 0
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(connector=CheckedConnector()) as session:
             self._session = session
             while True:
                 try:
@@ -183,6 +187,28 @@ class LiveCluster:
 
 
 _SHORT = aiohttp.ClientTimeout(total=10)
+
+
+class CheckedConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, but the peer of each connection it hands out must be a process of ours
+    (or root's) on loopback (`shared/peer.py`): aiohttp writes a request (headers, token) only once
+    `connect` returned its connection, so a refused one carries nothing. No proxy (the session's
+    trust_env stays off)."""
+
+    async def connect(
+        self, req: aiohttp.ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+        try:
+            if sock is None:
+                raise SleuthError(f"The connection to {req.url.host} closed at once.", None)
+            host = req.url.host or ""
+            check_broker_peer(sock, f"{f'[{host}]' if ':' in host else host}:{req.url.port}")
+        except SleuthError:
+            conn.close()  # not back to the pool
+            raise
+        return conn
 
 
 async def _raise_for(resp: aiohttp.ClientResponse, url: str | None) -> None:

@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -218,7 +219,7 @@ s.serve_forever()
 )
 def test_a_squatter_run_by_another_user_on_a_stale_brokers_port_gets_no_token(tmp_path):
     """The stale broker.json names a port another local user now holds, and (pid reuse) a pid
-    that is alive: `raysleuth list` refuses, and the squatter saw no token."""
+    that is alive: `raysleuth list` refuses on seeing the port's owner, before a byte (#37)."""
     squat = subprocess.Popen(
         ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", SQUATTER],
         stdout=subprocess.PIPE, text=True, cwd="/", start_new_session=True,
@@ -231,11 +232,12 @@ def test_a_squatter_run_by_another_user_on_a_stale_brokers_port_gets_no_token(tm
             [sys.executable, "-m", "raysleuth", "list", "--state-dir", str(sd)],
             capture_output=True, text=True, timeout=60, env=env, check=False,
         )  # fmt: skip
-        assert out.returncode == 2 and "could not prove it holds your token" in out.stderr, out.stderr
+        nobody = pwd.getpwnam("nobody").pw_uid
+        assert out.returncode == 2 and f"belongs to uid {nobody}, not to you" in out.stderr, out.stderr
     finally:
         os.killpg(squat.pid, signal.SIGKILL)  # runuser and the squatter it started
         seen = squat.communicate(timeout=10)[0]
-    assert "User-Agent" in seen and "Authorization" not in seen and TOKEN not in seen, seen
+    assert seen == "", seen  # no request at all: not even the hello
 
 
 def test_the_client_reads_the_event_stream_with_only_the_events_asked_for():
