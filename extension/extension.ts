@@ -36,7 +36,7 @@ export function activate(context: vscode.ExtensionContext): RaySleuthApi {
     channel,
     ...disposables(services),
     vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider),
-    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory(() => sessions.newClusterAdapter())),
+    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, new SleuthDebugAdapterFactory(() => sessions.newClusterAdapter(), connection)),
     registerCommand(Commands.pickWorker, () => pickWorker(state, ensureConnected)),
     registerCommand(Commands.attachWorker, (target) => sessions.attachWorker(target as AttachTarget)),
     registerCommand(Commands.attachAllPaused, () => sessions.attachAllPaused()),

@@ -1,11 +1,13 @@
 // HTTP + server-sent-events client of the broker's API (workers, nodes, the
 // cluster breakpoint set, evaluate, snapshots, continue/pause, /v1/stream),
-// with the bearer token. Node's fetch, eventsource-parser for the stream and
-// Node's EventEmitter; no vscode import, so it runs the same in the plain
-// mocha tests and in the extension host. It never shows anything.
+// with the bearer token. node:http through a PeerCheckedAgent (every connection's peer is
+// proven ours on loopback before a byte is sent: brokerHttp.ts), eventsource-parser for the
+// stream and Node's EventEmitter; no vscode import, so it runs the same in the plain mocha
+// tests and in the extension host. It never shows anything.
 import { createHmac, randomBytes, timingSafeEqual } from "crypto";
 import { EventEmitter } from "events";
 import { BrokerError, fetchError, statusError } from "./brokerErrors";
+import { bodyText, openResponse, PeerCheckedAgent, sendText } from "./brokerHttp";
 import { readEventStream, stacksQueryString } from "./brokerWire";
 import {
   BrokerSettings,
@@ -66,8 +68,9 @@ interface ClientEvents {
 
 export class BrokerClient {
   readonly url: string;
-  /** The bearer token; debug sessions send it in their attach arguments. */
+  /** The bearer token: sent only on connections whose peer was proven ours (PeerCheckedAgent). */
   readonly token: string;
+  private readonly agent: PeerCheckedAgent;
   private readonly timeoutMs: number;
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
@@ -96,6 +99,7 @@ export class BrokerClient {
   constructor(options: BrokerClientOptions) {
     this.url = options.url.replace(/\/+$/, "");
     this.token = options.token;
+    this.agent = new PeerCheckedAgent(this.url);
     this.timeoutMs = options.timeoutMs ?? 10_000;
     // A broker that restarts is back within seconds: retry at most a second
     // apart (a refused connect costs nothing), not after up to 15 s (issue #13).
@@ -219,12 +223,10 @@ export class BrokerClient {
     let status: number;
     let text: string;
     try {
-      const res = await fetch(`${this.url}/v1/hello?nonce=${nonce}`, {
+      ({ status, text } = await sendText(this.agent, this.url, `${this.url}/v1/hello?nonce=${nonce}`, {
         headers: { "User-Agent": this.authHeaders()["User-Agent"], Accept: "application/json" },
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-      status = res.status;
-      text = await res.text();
+        timeoutMs: this.timeoutMs,
+      }));
     } catch (err) {
       throw fetchError(this.url, this.timeoutMs, err, "GET /v1/hello");
     }
@@ -256,7 +258,7 @@ export class BrokerClient {
     let text: string;
     try {
       await this.verify();
-      const res = await fetch(this.url + path, {
+      ({ status, text } = await sendText(this.agent, this.url, this.url + path, {
         method,
         headers: {
           ...this.authHeaders(),
@@ -264,10 +266,8 @@ export class BrokerClient {
           ...(body === undefined ? {} : { "Content-Type": "application/json" }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      status = res.status;
-      text = await res.text();
+        timeoutMs,
+      }));
     } catch (err) {
       if (!(err instanceof BrokerError)) {
         this.proven = undefined; // the connection failed: whoever answers next proves itself again
@@ -308,6 +308,7 @@ export class BrokerClient {
     this.stopStream();
     this.disposed = true;
     this.events.removeAllListeners();
+    this.agent.destroy();
   }
 
   private on<K extends keyof ClientEvents>(name: K, listener: (...args: ClientEvents[K]) => void): Subscription {
@@ -326,16 +327,16 @@ export class BrokerClient {
     let failure: BrokerError;
     try {
       await this.verify();
-      const res = await fetch(this.url + "/v1/stream", {
+      const res = await openResponse(this.agent, this.url, this.url + "/v1/stream", {
         headers: { ...this.authHeaders(), Accept: "text/event-stream", "Cache-Control": "no-cache" },
         signal: abort.signal,
       });
-      if (res.status !== 200 || !res.body) {
-        failure = statusError(this.url, res.status, await res.text(), what);
+      if (res.statusCode !== 200) {
+        failure = statusError(this.url, res.statusCode ?? 0, await bodyText(res), what);
       } else {
         this.backoffMs = this.minBackoffMs;
         this.setStreamState("open");
-        await readEventStream(res.body, (event, data) => this.dispatch(event, data));
+        await readEventStream(res, (event, data) => this.dispatch(event, data));
         failure = new BrokerError("network", `The broker at ${this.url} closed the event stream; reconnecting.`, this.url);
       }
     } catch (err) {

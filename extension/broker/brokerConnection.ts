@@ -5,10 +5,11 @@
 import * as vscode from "vscode";
 import { Commands, ContextKeys, Settings } from "../constants";
 import { log, swallow } from "../common/log";
-import { resolvePythonPath } from "../common/python";
+import { resolvePythonPath, safeSpawn } from "../common/python";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerClient, BrokerError } from "./brokerClient";
-import { BrokerLocation, BrokerNotFoundError, locateBroker, readToken, resolveStateDir } from "./brokerLocator";
+import { BrokerLocation, BrokerNotFoundError, locateBroker, resolveStateDir } from "./brokerLocator";
+import { readStateDirToken, UntrustedFileError } from "./fileTrust";
 import { BrokerProcess } from "./brokerProcess";
 import { NodeInfo, StreamEvent, WorkerInfo } from "./types";
 
@@ -60,6 +61,8 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
   private _url: string | undefined;
   /** Node ids of the last node list, to notice a worker on a node not listed yet. */
   private knownNodes = new Set<string>();
+  /** Clients whose stream met a peer that is not ours, and the user was told. */
+  private readonly toldUntrusted = new WeakSet<BrokerClient>();
   private readonly connected = new vscode.EventEmitter<BrokerClient>();
   private readonly streamEvent = new vscode.EventEmitter<StreamEvent>();
   private readonly statusChanged = new vscode.EventEmitter<StatusChange>();
@@ -215,16 +218,23 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
       log.info(`${this.localBroker} is already running; connecting`);
       return this.connect({ interactive: true });
     }
-    const { python, source } = await resolvePythonPath();
+    let python: string, source: string;
+    try {
+      ({ python, source } = await resolvePythonPath()); // throws when none may run (Restricted Mode)
+    } catch (err) {
+      this.report(err, { interactive: true });
+      return false;
+    }
     const stateDir = resolveStateDir(vsapi.getSetting<string>(Settings.stateDir, ""));
     log.info(`Starting a local broker with ${python} (${source}), state dir ${stateDir}`);
-    const proc = new BrokerProcess({ python, stateDir, onOutput: (line) => log.info(`[broker] ${line}`) });
+    const proc = new BrokerProcess({ python, stateDir, ...safeSpawn(), onOutput: (line) => log.info(`[broker] ${line}`) });
     this.localBroker = proc;
     try {
       const ready = await vsapi.withProgress("Ray Sleuth: starting a local broker…", () => proc.start());
       log.info(`${proc} is ready at ${ready.http}`);
       return await this.connectTo(
-        { url: ready.http, token: readToken(ready.token_file), source: `local broker (pid ${proc.pid})`, dap: ready.dap },
+        // The token of the state dir it was given (checked), not a path its ready line names.
+        { url: ready.http, token: readStateDirToken(stateDir), source: `local broker (pid ${proc.pid})`, dap: ready.dap },
         { interactive: true },
       );
     } catch (err) {
@@ -247,6 +257,10 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
     }
     if (err instanceof BrokerError && err.kind === "refused") {
       this.act(this.notifier.error(error.message, START_LOCAL, OPEN_SETTINGS));
+      return;
+    }
+    if (err instanceof UntrustedFileError || (err instanceof BrokerError && err.kind === "untrusted")) {
+      this.act(this.notifier.error(error.message, OPEN_SETTINGS, SHOW_LOG));
       return;
     }
     if (err instanceof BrokerError && err.kind === "unauthorized") {
@@ -315,7 +329,13 @@ export class BrokerConnectionService implements BrokerAccess, vscode.Disposable 
       } else {
         this.lastError = err;
         log.warn(`Event stream: ${err.message}`);
-        if (err.kind === "refused") {
+        // "untrusted": another user's process holds the broker's port now (it got no byte); the
+        // stream keeps asking (the broker may come back), and a restart elsewhere is followed.
+        if (err.kind === "untrusted" && !this.toldUntrusted.has(client)) {
+          this.toldUntrusted.add(client); // once per client: the stream asks again every second
+          this.report(err, { interactive: true });
+        }
+        if (err.kind === "refused" || err.kind === "untrusted") {
           this.followRestartedBroker(client);
         }
       }

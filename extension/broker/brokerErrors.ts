@@ -2,7 +2,9 @@
 // that says what failed and what to do next. No vscode import.
 import type { BrokerErrorBody } from "./types";
 
-export type BrokerErrorKind = "refused" | "unauthorized" | "http" | "timeout" | "network" | "protocol";
+/** "untrusted": the peer is not proven to be a process of ours on loopback (peerCheck.ts), or a
+ *  file was refused (fileTrust.ts); nothing was sent. */
+export type BrokerErrorKind = "refused" | "unauthorized" | "untrusted" | "http" | "timeout" | "network" | "protocol";
 
 /** A failed broker call; `message` says what failed and what to do next. */
 export class BrokerError extends Error {
@@ -46,7 +48,7 @@ export function statusError(url: string, status: number, text: string, what: str
   return new BrokerError("http", `Broker ${what} at ${url} failed (${status})${detail ? `: ${detail}` : "."}`, url, status, body.hint, body.error);
 }
 
-/** What went wrong before an HTTP status came back: fetch's TypeError carries the socket's error as its cause. */
+/** What went wrong before an HTTP status came back: the socket's error (node:http), or fetch's TypeError with it as its cause. */
 export function fetchError(url: string, timeoutMs: number, err: unknown, what: string): BrokerError {
   if (err instanceof BrokerError) {
     return err;
@@ -56,7 +58,8 @@ export function fetchError(url: string, timeoutMs: number, err: unknown, what: s
     return new BrokerError("timeout", `The broker at ${url} did not answer ${what} within ${timeoutMs / 1000} s. Check that it is running ("raysleuth doctor").`, url);
   }
   // A name with several addresses (localhost) fails as an AggregateError of one error per address.
-  const code = e?.cause?.code ?? e?.cause?.errors?.[0]?.code;
+  const own = e as Error & { code?: string; errors?: { code?: string }[] };
+  const code = own?.code ?? own?.errors?.[0]?.code ?? e?.cause?.code ?? e?.cause?.errors?.[0]?.code;
   if (code === "ECONNREFUSED") {
     return new BrokerError(
       "refused",

@@ -1,11 +1,16 @@
 // Finds which broker to talk to and its token, in the documented order:
 // raySleuth.brokerAddress (+ tokenFile / RAYSLEUTH_TOKEN), else
-// <stateDir>/broker.json. Reads files only; never starts anything.
-import * as fs from "fs";
+// <stateDir>/broker.json. Reads files only; never starts anything. Every file is read only after
+// fileTrust.ts's checks (the CLI's): a state dir, broker.json or token file that another user
+// owns or can write is refused with an UntrustedFileError, and the token of a state dir is always
+// its own `token` file, never the token_file that broker.json names.
 import * as os from "os";
 import * as path from "path";
 import { BROKER_FILE, DEFAULT_STATE_DIR, TOKEN_ENV } from "../constants";
+import { readBrokerFileText, readStateDirToken, readTokenFile } from "./fileTrust";
 import { BrokerReadyInfo } from "./types";
+
+export { UntrustedFileError } from "./fileTrust";
 
 export interface LocatorSettings {
   brokerAddress: string;
@@ -47,31 +52,25 @@ export function resolveStateDir(setting: string): string {
   return path.resolve(expandHome(setting.trim() || DEFAULT_STATE_DIR));
 }
 
+/** The token of a token file named by the user (raySleuth.tokenFile): a plain file of theirs only they can read. */
 export function readToken(file: string): string {
-  let text: string;
-  try {
-    text = fs.readFileSync(expandHome(file), "utf8");
-  } catch (err) {
-    throw new BrokerNotFoundError(`Cannot read the broker token file ${file}: ${(err as Error).message}.`, false);
-  }
-  const token = text.trim();
-  if (!token) {
-    throw new BrokerNotFoundError(`The broker token file ${file} is empty.`, false);
-  }
-  return token;
+  return readTokenFile(expandHome(file));
 }
 
-/** Reads <stateDir>/broker.json; undefined when it does not exist. */
+/** Reads <stateDir>/broker.json after the state dir's and its own checks; undefined when it does not exist. */
 export function readBrokerFile(stateDir: string): BrokerReadyInfo | undefined {
   const file = path.join(stateDir, BROKER_FILE);
-  let text: string;
+  let text: string | undefined;
   try {
-    text = fs.readFileSync(file, "utf8");
+    text = readBrokerFileText(stateDir, BROKER_FILE);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-      return undefined;
+    if (err instanceof Error && err.name === "UntrustedFileError") {
+      throw err;
     }
     throw new BrokerNotFoundError(`Cannot read ${file}: ${(err as Error).message}.`, false);
+  }
+  if (text === undefined) {
+    return undefined;
   }
   let info: Partial<BrokerReadyInfo>;
   try {
@@ -98,7 +97,7 @@ export function locateBroker(settings: LocatorSettings, env: NodeJS.ProcessEnv =
     }
     const file = readBrokerFile(stateDir);
     if (file) {
-      return { url: address, token: readToken(file.token_file), source: `setting raySleuth.brokerAddress (token from ${path.join(stateDir, BROKER_FILE)})` };
+      return { url: address, token: readStateDirToken(stateDir), source: `setting raySleuth.brokerAddress (token from the state dir ${stateDir})` };
     }
     throw new BrokerNotFoundError(
       `No token for the broker at ${address}: set raySleuth.tokenFile or the ${TOKEN_ENV} environment variable.`,
@@ -112,6 +111,6 @@ export function locateBroker(settings: LocatorSettings, env: NodeJS.ProcessEnv =
       true,
     );
   }
-  const token = env[TOKEN_ENV]?.trim() || readToken(file.token_file);
+  const token = env[TOKEN_ENV]?.trim() || readStateDirToken(stateDir);
   return { url: file.http, token, source: path.join(stateDir, BROKER_FILE), dap: file.dap };
 }

@@ -11,6 +11,9 @@ export interface BrokerProcessOptions {
   /** Extra arguments after `broker`, e.g. ["--address", "auto"]. */
   extraArgs?: string[];
   readyTimeoutMs?: number;
+  /** Its working directory and extra environment (Restricted Mode: outside the folder, PYTHONSAFEPATH). */
+  cwd?: string;
+  env?: Record<string, string>;
   /** Receives the broker's stderr and any non-JSON stdout, line by line. */
   onOutput?: (line: string) => void;
 }
@@ -34,9 +37,9 @@ export class BrokerProcess {
 
   /** Spawns the broker; resolves with its ready line, rejects if it exits or times out first. */
   start(): Promise<BrokerReadyInfo> {
-    const { python, stateDir, extraArgs = [], readyTimeoutMs = 60_000, onOutput } = this.options;
+    const { python, stateDir, extraArgs = [], readyTimeoutMs = 60_000, onOutput, cwd, env } = this.options;
     const args = ["-m", "raysleuth", "broker", "--state-dir", stateDir, ...extraArgs];
-    const child = spawn(python, args, { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+    const child = spawn(python, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env }, ...(cwd ? { cwd } : {}) });
     this.child = child;
     const tail: string[] = [];
     const remember = (line: string) => {

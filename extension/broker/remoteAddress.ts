@@ -1,6 +1,8 @@
 // Where the editor reaches a broker it knows only by one address (a remote
 // head node through ssh -L or kubectl port-forward): its DAP sessions ride the
-// HTTP port too when the broker says so (dap_on_http). Pure, no vscode import.
+// HTTP port too when the broker says so (dap_on_http). Only a loopback address is taken: the
+// token goes nowhere the extension cannot prove is the user's own process. Pure, no vscode import.
+import { isLoopback, TUNNEL_HINT } from "./peerCheck";
 import { BrokerStatus } from "./types";
 
 /**
@@ -34,8 +36,14 @@ export function parseBrokerAddress(text: string): { url: string } | { error: str
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     return { error: `The broker speaks HTTP: use http://HOST:PORT, not ${url.protocol}` };
   }
+  if (url.protocol !== "http:") {
+    return { error: `The broker speaks plain HTTP on this machine's loopback: use http://127.0.0.1:PORT, the local end of your tunnel, not ${url.protocol}` };
+  }
   if (!url.port) {
     return { error: "Give the port too: the one you forward, e.g. http://127.0.0.1:7311" };
+  }
+  if (!isLoopback(url.hostname)) {
+    return { error: `${url.hostname} is not this machine's loopback: the token goes only to a broker proven yours on loopback. ${TUNNEL_HINT}` };
   }
   return { url: `${url.protocol}//${url.host}` };
 }

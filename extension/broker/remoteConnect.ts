@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import { SETTINGS_SECTION, Settings } from "../constants";
 import * as vsapi from "../common/vscodeapi";
 import type { BrokerConnectionService } from "./brokerConnection";
-import { BrokerNotFoundError, readToken } from "./brokerLocator";
+import { readToken } from "./brokerLocator";
 import { parseBrokerAddress } from "./remoteAddress";
 
 /** Given by tests (and by anyone scripting the command); each one given is not asked for. */
@@ -25,7 +25,7 @@ function tokenFileProblem(file: string): string | undefined {
     readToken(file.trim());
     return undefined;
   } catch (err) {
-    return err instanceof BrokerNotFoundError ? err.message : String(err);
+    return err instanceof Error ? err.message : String(err);
   }
 }
 

@@ -1,7 +1,11 @@
 // Picks the Python interpreter that runs `python -m raysleuth ...`: raySleuth.pythonPath, else
 // (for the language server) the broker's own, else the Python extension's active one, else python3.
+// Never one that broker.json names unless no other user can have put it there, and in Restricted
+// Mode never one inside a workspace folder (interpreterTrust.ts).
+import * as path from "path";
 import * as vscode from "vscode";
 import { Settings } from "../constants";
+import { InterpreterCandidate, screenCandidates } from "./interpreterTrust";
 import { log, swallow } from "./log";
 import { getExtension, getSetting } from "./vscodeapi";
 
@@ -16,10 +20,33 @@ interface PythonExtensionApi {
   };
 }
 
-export interface PythonChoice {
+export interface PythonChoice extends InterpreterCandidate {
   python: string;
   /** Where it came from, in words, for the log and for messages. */
   source: string;
+}
+
+/** In Restricted Mode the workspace folders (nothing inside them runs); undefined in a trusted window. */
+export function restrictedFolders(): string[] | undefined {
+  if (vscode.workspace.isTrusted) {
+    return undefined;
+  }
+  return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
+}
+
+/**
+ * Where a Python process of Ray Sleuth starts and what it is told, so that `-m raysleuth` never
+ * imports a `raysleuth` of an untrusted folder: in Restricted Mode the root folder as its working
+ * directory and PYTHONSAFEPATH=1 (Python 3.11+: no working directory on sys.path); else nothing.
+ */
+export function safeSpawn(): { cwd?: string; env: Record<string, string> } {
+  return restrictedFolders() ? { cwd: path.parse(process.cwd()).root || "/", env: { PYTHONSAFEPATH: "1" } } : { env: {} };
+}
+
+function screen(candidates: PythonChoice[]): { allowed: PythonChoice[]; refused: string[] } {
+  const result = screenCandidates(candidates, restrictedFolders());
+  result.refused.forEach((r) => log.warn(`Ray Sleuth: ${r}`));
+  return result;
 }
 
 function configuredPython(): PythonChoice | undefined {
@@ -51,35 +78,42 @@ async function pythonExtensionInterpreter(): Promise<PythonChoice | undefined> {
 
 const PATH_PYTHON: PythonChoice = { python: "python3", source: "python3 on PATH" };
 
-/** The interpreter that starts a local broker: raySleuth.pythonPath, else the Python extension's, else python3. */
+/** The interpreter that starts a local broker: raySleuth.pythonPath, else the Python extension's, else python3; throws when none may run. */
 export async function resolvePythonPath(): Promise<PythonChoice> {
   const choice = configuredPython() ?? (await pythonExtensionInterpreter());
   if (!choice) {
     log.debug("No interpreter configured; using python3 from PATH");
   }
-  return choice ?? PATH_PYTHON;
+  const { allowed, refused } = screen([choice ?? PATH_PYTHON]);
+  if (!allowed.length) {
+    throw new Error(`Cannot start a broker: ${refused.join(" ")} Set raySleuth.pythonPath (user settings) to an interpreter outside the folder, or trust the folder.`);
+  }
+  return allowed[0];
 }
 
 /**
  * Interpreters that may run `raysleuth lsp`, to try in order: raySleuth.pythonPath alone when it
  * is set (the user's word); else the broker's own interpreter (it has raysleuth: `python` in
- * broker.json), the Python extension's, python3.
+ * broker.json, a file that passed fileTrust's checks; the interpreter must pass its own), the
+ * Python extension's, python3. `refused`: why each one left out may not run.
  */
-export async function pythonCandidates(brokerPython: string | undefined): Promise<PythonChoice[]> {
+export async function pythonCandidates(brokerPython: string | undefined): Promise<{ candidates: PythonChoice[]; refused: string[] }> {
   const configured = configuredPython();
   if (configured) {
-    return [configured];
+    const { allowed, refused } = screen([configured]);
+    return { candidates: allowed, refused };
   }
   const out: PythonChoice[] = [];
   if (brokerPython) {
-    out.push({ python: brokerPython, source: "the broker's interpreter, from broker.json" });
+    out.push({ python: brokerPython, source: "the broker's interpreter, from broker.json", fromFile: true });
   }
   const ext = await pythonExtensionInterpreter();
   if (ext) {
     out.push(ext);
   }
   out.push(PATH_PYTHON);
-  return out.filter((c, i) => out.findIndex((o) => o.python === c.python) === i);
+  const { allowed, refused } = screen(out);
+  return { candidates: allowed.filter((c, i) => allowed.findIndex((o) => o.python === c.python) === i), refused };
 }
 
 /**

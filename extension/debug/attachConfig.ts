@@ -19,8 +19,10 @@ export interface SleuthAttachConfig {
   rank?: number;
   job?: string;
   pathMappings?: PathMapping[];
-  /** Filled from the connected broker; a user never has to type it. */
+  /** Never sent: the adapter replaces it with a single-use attach ticket (broker/tickets.ts). */
   token?: string;
+  /** Filled by the adapter when it sends the attach: a single-use ticket from POST /v1/tickets. */
+  ticket?: string;
   /** The workspace folder, for the broker's automatic mapping (when no pathMappings are given). */
   localRoot?: string;
   /** True for the one parent session that holds the worker sessions (served in-process). */

@@ -1,6 +1,7 @@
 // Resolves "raysleuth" attach configurations: asks for a worker when none is
-// named, fills in the broker's token and DAP address (a user never types the
-// token), adds raySleuth.pathMappings, and refuses a second session per worker.
+// named, fills in the broker's DAP address (the adapter adds a single-use attach
+// ticket when it sends the attach: the token is never in a configuration), adds
+// raySleuth.pathMappings, and refuses a second session per worker.
 import * as vscode from "vscode";
 import { Commands, DEBUG_TYPE, Settings } from "../constants";
 import { log } from "../common/log";
@@ -43,7 +44,7 @@ export class SleuthDebugConfigurationProvider implements vscode.DebugConfigurati
     return config as vscode.DebugConfiguration;
   }
 
-  /** After ${...} substitution: token, DAP address, path mappings, the one-session-per-worker rule. */
+  /** After ${...} substitution: DAP address, path mappings, the one-session-per-worker rule. */
   async resolveDebugConfigurationWithSubstitutedVariables(
     folder: vscode.WorkspaceFolder | undefined,
     debugConfiguration: vscode.DebugConfiguration,
@@ -60,9 +61,7 @@ export class SleuthDebugConfigurationProvider implements vscode.DebugConfigurati
     if (!client) {
       return undefined; // the connection has told the user why
     }
-    if (typeof config.token !== "string" || !config.token) {
-      config.token = client.token;
-    }
+    delete config.token; // the adapter sends a ticket instead (brokerDapAdapter.ts)
     try {
       const status = await client.getStatus();
       const dap = dapAddressFor(client.url, status);

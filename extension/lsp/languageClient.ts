@@ -17,7 +17,7 @@ import {
 } from "vscode-languageclient/node";
 import { LANGUAGE_CLIENT_ID, LANGUAGE_CLIENT_NAME, Settings } from "../constants";
 import { log, swallow } from "../common/log";
-import { onDidChangePythonInterpreter, PythonChoice, pythonCandidates } from "../common/python";
+import { onDidChangePythonInterpreter, PythonChoice, pythonCandidates, safeSpawn } from "../common/python";
 import * as vsapi from "../common/vscodeapi";
 import { firstRunnable } from "./interpreterProbe";
 import { ServerLogChannel } from "./serverLog";
@@ -198,7 +198,10 @@ export class SleuthLanguageClient implements vscode.Disposable {
 
   /** The first interpreter that can run the server; none: the first one's problem is told once. */
   private async findInterpreter(): Promise<PythonChoice | undefined> {
-    const { chosen, problems } = await firstRunnable(await pythonCandidates(this.brokerPythonSafe()));
+    const { candidates, refused } = await pythonCandidates(this.brokerPythonSafe());
+    const { chosen, problems } = await firstRunnable(candidates); // refused ones are never probed
+    const none = `Ray Sleuth: no interpreter may run the language server here. ${refused.join(" ")} Set raySleuth.pythonPath in your user settings.`;
+    problems.push(...(chosen || problems.length ? [] : [none])); // every candidate was refused
     problems.slice(chosen ? 0 : 1).forEach((p) => log.info(`Language server: ${p}`));
     if (!chosen) {
       log.warn(problems[0]);
@@ -210,10 +213,9 @@ export class SleuthLanguageClient implements vscode.Disposable {
 
   private brokerPythonSafe(): string | undefined {
     try {
-      return this.hooks.brokerPython();
+      return this.hooks.brokerPython(); // throws for a broker.json that fileTrust refuses
     } catch (err) {
-      swallow("Reading the broker's interpreter failed", err);
-      return undefined;
+      return void swallow("Reading the broker's interpreter failed", err);
     }
   }
 
@@ -248,7 +250,8 @@ export class SleuthLanguageClient implements vscode.Disposable {
 
   private serverOptions(python: string): ServerOptions {
     // No transport flag: the server speaks on stdin/stdout; its stderr is its log (this channel).
-    return { command: python, args: ["-m", "raysleuth", "lsp"], options: { env: { ...process.env, PYTHONUNBUFFERED: "1" } } };
+    const { cwd, env } = safeSpawn(); // Restricted Mode: not in the folder (`-m` imports from the cwd)
+    return { command: python, args: ["-m", "raysleuth", "lsp"], options: { env: { ...process.env, PYTHONUNBUFFERED: "1", ...env }, ...(cwd ? { cwd } : {}) } };
   }
 
   private clientOptions(): LanguageClientOptions {
