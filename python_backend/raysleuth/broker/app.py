@@ -8,6 +8,7 @@ get their collaborators here and never hold this object.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -39,7 +40,7 @@ from raysleuth.broker.debug.relays import RelayPool
 from raysleuth.broker.events import EventHub
 from raysleuth.broker.groups.book import GroupBook
 from raysleuth.broker.http_api import Services, make_app
-from raysleuth.broker.oneport import Gate, serve_one_port
+from raysleuth.broker.oneport import Gate, bearer_in, serve_one_port
 from raysleuth.broker.points.inspect import Inspections
 from raysleuth.broker.points.service import PointService, PointSet
 from raysleuth.broker.postmortem.crashes import CrashStore
@@ -58,6 +59,7 @@ from raysleuth.broker.workers.logs import WorkerLogs
 from raysleuth.broker.workers.state_api import StateApiClient
 from raysleuth.broker.workers.table import WorkerTable
 from raysleuth.shared.errors import SleuthError
+from raysleuth.shared.limits import HTTP_HEADER_TIMEOUT_S
 from raysleuth.shared.paths import BROKER_FILE
 from raysleuth.shared.privfiles import secure_state_dir
 from raysleuth.shared.swallow import swallowed
@@ -278,14 +280,18 @@ class Broker:
             reruns=self.reruns,
             tickets=self.tickets,
         )
-        runner = web.AppRunner(make_app(services), access_log=None, handle_signals=False)
+        # keepalive_timeout: a request's head must come within it of the previous answer (#37).
+        runner = web.AppRunner(
+            make_app(services), access_log=None, handle_signals=False, keepalive_timeout=HTTP_HEADER_TIMEOUT_S
+        )
         await runner.setup()
         assert runner.server is not None  # setup() made it
         door = DapFrontDoor(
             self.token, self.token_file, self.table, self.leases, self.crashes, self.agents, self.tickets
         )
         # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
-        gate = Gate()  # every port's connections together
+        gate = Gate(vouch=functools.partial(bearer_in, token=self.token))  # every port's connections
+        door.gate = gate
         http_server = await serve_one_port(runner.server, door.handle, self.host, self.port, gate)
         http_port = http_server.sockets[0].getsockname()[1]
         self.http_url = f"http://{url_host(self.host)}:{http_port}"

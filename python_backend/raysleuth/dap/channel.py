@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from raysleuth.dap.errors import ENDED, ChannelClosed, DapTimeout
+from raysleuth.dap.eventwait import EventWaits
 from raysleuth.dap.framing import FramingError, encode, read_message, response_to, seq_of
-from raysleuth.dap.transport import CallTransport, Transport, as_transport, pump_polls
+from raysleuth.dap.transport import CallTransport, Overrun, Transport, as_transport, pump_polls
 from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class _Pending:
         self.future = future
 
 
-class DapChannel:
+class DapChannel(EventWaits):
     """One DAP connection. `str()` is the `name` it was given.
 
     Outgoing: `request` (correlated by seq, with a timeout), `respond`, `event`, `send`.
@@ -88,6 +89,19 @@ class DapChannel:
         self._event_added = asyncio.Condition()
         self._requests: asyncio.Queue[dict | None] = asyncio.Queue()
         self._tasks: dict[str, asyncio.Task] = {}
+        self._requests_left: int | None = None
+        self._requests_why = ""
+        self.max_queued: int | None = None
+        """Requests read but not yet handed to `on_request` at which reading waits (None: no bound)."""
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def bound(self, requests: int | None = None, why: str = "", unsent: int | None = None) -> None:
+        """Take at most `requests` more requests, then close the channel ("more than N requests
+        {why}"), and drop the connection when the peer leaves over `unsent` bytes unread (see
+        Transport.max_unsent). None lifts a bound."""
+        self._requests_left, self._requests_why = requests, f"more than {requests} requests {why}"
+        self.transport.max_unsent = unsent
 
     def __str__(self) -> str:
         return str(self.name)
@@ -139,6 +153,7 @@ class DapChannel:
         reason = ENDED
         try:
             while True:
+                await self._room.wait()  # too many requests not handled yet: the peer waits
                 msg = await read_message(self.reader)
                 if msg is None:
                     break
@@ -146,6 +161,9 @@ class DapChannel:
         except (FramingError, asyncio.IncompleteReadError) as exc:
             reason = f"bad bytes from the peer: {exc}"
             log.info("%s: %s; closing", self, reason)
+        except Overrun as exc:  # the owner's bound: its end-of-session line says why
+            self.transport.abort()
+            reason = str(exc)
         except Exception as exc:  # noqa: BLE001 - a reader that dies must close, not hang (#16)
             reason = f"the connection failed: {type(exc).__name__}: {exc}"
             log.log(logging.INFO if isinstance(exc, OSError) else logging.ERROR, "%s: %s", self, reason)
@@ -178,14 +196,21 @@ class DapChannel:
             elif (seq := seq_of(msg)) is None:  # found by the fuzz tests (#16): a list ended the reader
                 await self.respond(msg, error=f"A request's seq must be an integer, not {msg.get('seq')!r}.")
             else:
+                if self._requests_left is not None:
+                    if self._requests_left <= 0:
+                        raise Overrun(self._requests_why)
+                    self._requests_left -= 1
                 self._unanswered[seq] = msg
                 self._requests.put_nowait(msg)
+                if self.max_queued is not None and self._requests.qsize() >= self.max_queued:
+                    self._room.clear()
         else:
             log.debug("%s: ignoring a message of type %r", self, kind)
 
     async def _dispatch_loop(self) -> None:
         while True:
             request = await self._requests.get()
+            self._room.set()
             if request is None:
                 return
             command = request.get("command")
@@ -218,6 +243,9 @@ class DapChannel:
             await self.transport.send(data)
         except ChannelClosed as exc:
             raise ChannelClosed(f"{self}: {exc}", exc.reason) from exc
+        except Overrun as exc:  # dropped: the peer did not read
+            await self._finish(str(exc))
+            raise ChannelClosed(f"{self}: {exc}", str(exc)) from exc
         except (ConnectionError, OSError) as exc:
             raise ChannelClosed(f"{self}: cannot send: {exc}", str(exc)) from exc
 
@@ -293,52 +321,6 @@ class DapChannel:
             )
             return False
 
-    # --- waiting for events -------------------------------------------------------------------
-
-    async def wait_event(
-        self,
-        event: str | None = None,
-        predicate: Callable[[dict], bool] | None = None,
-        timeout: float | None = 30.0,
-        *,
-        consume: bool = True,
-    ) -> dict:
-        """The first queued event named `event` (any, if None) whose body matches `predicate`,
-        waiting up to `timeout` s (DapTimeout). ChannelClosed if the channel closes first."""
-        if not self.queue_events:
-            raise RuntimeError(f"{self} hands its events to a callback; it does not queue them")
-
-        def find() -> int | None:
-            for i, ev in enumerate(self.events):
-                if (event is None or ev.get("event") == event) and (
-                    predicate is None or predicate(ev.get("body") or {})
-                ):
-                    return i
-            return None
-
-        async def wait() -> dict:
-            async with self._event_added:
-                while True:
-                    i = find()
-                    if i is not None:
-                        return self.events.pop(i) if consume else self.events[i]
-                    if self.closed.is_set():
-                        what = f"a {event!r} event" if event else "an event"
-                        raise ChannelClosed(
-                            f"{self} closed before {what}: {self.close_reason}", self.close_reason
-                        )
-                    await self._event_added.wait()
-
-        try:
-            return await asyncio.wait_for(wait(), timeout)
-        except asyncio.TimeoutError:
-            what = f"{event!r} event" if event else "event"
-            raise DapTimeout(f"{self}: no {what} in {timeout:g} s") from None
-
-    async def next_event(self, timeout: float | None = None) -> dict:
-        """The oldest queued event of any name."""
-        return await self.wait_event(None, None, timeout)
-
     # --- closing ------------------------------------------------------------------------------
 
     async def close(self, reason: str = "closed by this side") -> None:
@@ -371,6 +353,8 @@ class DapChannel:
                 )
         if reason != ENDED:  # after a half-close, what came before it is still answered
             self._unanswered.clear()
+            while not self._requests.empty():
+                self._requests.get_nowait()
         self._requests.put_nowait(None)
         async with self._event_added:
             self._event_added.notify_all()

@@ -14,16 +14,32 @@ from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
+CLOSE_FLUSH_S = 5.0
+"""How long closing waits for output the peer has not read yet; then the connection is dropped
+(a peer that never reads would otherwise hold it, and its task, for ever)."""
+
+
+class Overrun(ConnectionError):
+    """The peer did not read what was sent to it: the connection was dropped."""
+
 
 class Transport:
     """Where a channel's bytes go. `send` must hand the bytes on (or queue them) in call order
     before its first await, so that messages leave in seq order without a lock held across the
     round trip of a relay call."""
 
+    max_unsent: int | None = None
+    """Bytes sent but not yet taken by the peer that the transport may hold (None: no bound);
+    past it `send` drops the connection and raises Overrun."""
+
     async def send(self, data: bytes) -> None:
         raise NotImplementedError
 
     async def close(self) -> None:
+        return None
+
+    def abort(self) -> None:
+        """Drop the connection at once, unsent output and all."""
         return None
 
 
@@ -35,6 +51,10 @@ class StreamTransport(Transport):
         self._drain = asyncio.Lock()
 
     async def send(self, data: bytes) -> None:
+        unsent = self.writer.transport.get_write_buffer_size()
+        if self.max_unsent is not None and unsent and unsent + len(data) > self.max_unsent:
+            self.abort()  # the peer does not read: holding more would grow without bound
+            raise Overrun(f"the client has not read {unsent} bytes sent to it (at most {self.max_unsent})")
         self.writer.write(data)  # synchronous: the order of calls is the order on the wire
         async with self._drain:
             await self.writer.drain()
@@ -42,9 +62,14 @@ class StreamTransport(Transport):
     async def close(self) -> None:
         self.writer.close()
         try:
-            await self.writer.wait_closed()
+            await asyncio.wait_for(asyncio.shield(self.writer.wait_closed()), CLOSE_FLUSH_S)
+        except asyncio.TimeoutError:
+            self.abort()
         except (ConnectionError, OSError):
             swallow_exception(log, "waiting for a DAP socket to close", level=logging.DEBUG)
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
 
 
 class CallTransport(Transport):

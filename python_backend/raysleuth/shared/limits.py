@@ -52,8 +52,9 @@ FIRST_BYTES_TIMEOUT_S = _setting("RAYSLEUTH_FIRST_BYTES_TIMEOUT_S", 10.0)
 """A connection must send its first bytes (HTTP or DAP) within this many seconds."""
 
 MAX_CONNECTIONS = int(_setting("RAYSLEUTH_MAX_CONNECTIONS", 1000))
-"""Connections that have not sent their first bytes yet, all ports together (one more closes the
-oldest of them)."""
+"""Open connections, all ports together. One more closes the oldest that has not proven itself
+(one still sending its first request head, a DAP session not attached, an HTTP connection that
+sent no token); when all have, the newcomer is closed."""
 
 SSE_WRITE_TIMEOUT_S = _setting("RAYSLEUTH_SSE_WRITE_TIMEOUT_S", 10.0)
 """A stream client that does not take an event within this many seconds is dropped."""
@@ -65,3 +66,21 @@ that worker, with a note (read by the agent, from the worker's environment)."""
 EVALUATE_BUDGET_S = _setting("RAYSLEUTH_EVALUATE_BUDGET_S", 10.0)
 """An evaluate in a paused worker still running then is interrupted (Python code) or left
 behind (C code) and answered "still running"; the worker takes a continue meanwhile."""
+
+# --- bounded before and after attach (#37) ---------------------------------------------------
+
+DAP_REQUESTS_BEFORE_ATTACH = int(_setting("RAYSLEUTH_DAP_REQUESTS_BEFORE_ATTACH", 64))
+"""Requests a DAP connection may send before its attach was accepted; one more closes it (one
+log line). A client needs two or three (initialize, attach)."""
+
+MAX_UNSENT_BYTES_BEFORE_ATTACH = int(_setting("RAYSLEUTH_MAX_UNSENT_BYTES_BEFORE_ATTACH", 1 << 20))
+"""Output (bytes) the broker holds for a DAP client that does not read, before its attach; past
+it the connection is dropped. One message larger than it still goes out whole."""
+
+MAX_UNSENT_BYTES = int(_setting("RAYSLEUTH_MAX_UNSENT_BYTES", 64 << 20))
+"""The same bound once the DAP session attached (answers from a worker may be large)."""
+
+HTTP_HEADER_TIMEOUT_S = _setting("RAYSLEUTH_HTTP_HEADER_TIMEOUT_S", 10.0)
+"""An HTTP connection must send a request's whole head (request line and headers) within this
+many seconds of connecting, and of the end of its previous answer (keep-alive); else it is
+closed."""

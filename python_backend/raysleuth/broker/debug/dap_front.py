@@ -1,6 +1,7 @@
 """The broker's DAP front door: one TCP port for every debug session, any DAP client; each
 connection is a `DapSession` (dap_session.py). Until a session attached its messages are small
-and it has ATTACH_WITHIN_S to do so."""
+and it has ATTACH_WITHIN_S to do so, with at most DAP_REQUESTS_BEFORE_ATTACH requests and
+MAX_UNSENT_BYTES_BEFORE_ATTACH of output it does not read (then the connection is dropped)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,25 @@ import asyncio
 import logging
 
 from raysleuth.broker.debug.dap_session import DapSession
+from raysleuth.broker.oneport import Gate
 from raysleuth.broker.tickets import TicketStore
 from raysleuth.dap.framing import bound_reader
 from raysleuth.shared.limits import (
     ATTACH_WITHIN_S,
     DAP_BODY_TIMEOUT_S,
+    DAP_REQUESTS_BEFORE_ATTACH,
     MAX_DAP_MESSAGE,
     MAX_DAP_MESSAGE_BEFORE_ATTACH,
+    MAX_UNSENT_BYTES,
+    MAX_UNSENT_BYTES_BEFORE_ATTACH,
 )
 from raysleuth.shared.swallow import swallowed
 
 log = logging.getLogger(__name__)
+
+QUEUED_REQUESTS = 16
+"""Requests of one session read but not yet dispatched at which the door stops reading it (the
+client's further bytes wait in its socket, not in the broker's memory)."""
 
 
 class DapFrontDoor:
@@ -33,6 +42,9 @@ class DapFrontDoor:
         self.leases = leases
         self.crashes = crashes
         self.agents = agents
+        self.gate: Gate | None = None
+        """The broker's connection cap (oneport.Gate): an attached session is never closed to
+        make room for another connection."""
         self._handlers: set[asyncio.Task] = set()
         """Every session's task, held here: once its client half-closes, nothing else refers to
         it and the garbage collector would end it mid-answer (seen by the fuzz tests, #16)."""
@@ -40,10 +52,12 @@ class DapFrontDoor:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bound_reader(reader, MAX_DAP_MESSAGE_BEFORE_ATTACH, DAP_BODY_TIMEOUT_S)
         session = DapSession(self, reader, writer)
+        session.channel.bound(DAP_REQUESTS_BEFORE_ATTACH, "before an attach", MAX_UNSENT_BYTES_BEFORE_ATTACH)
+        session.channel.max_queued = QUEUED_REQUESTS
         me = asyncio.current_task()
         assert me is not None  # asyncio runs every connection's handler in a task
         self._handlers.add(me)
-        watch = asyncio.create_task(self._attach_or_close(session, reader))
+        watch = asyncio.create_task(self._attach_or_close(session, reader, writer))
         try:
             await session.run()
         except (ConnectionError, asyncio.CancelledError) as exc:
@@ -57,10 +71,12 @@ class DapFrontDoor:
             watch.cancel()
             self._handlers.discard(me)
 
-    @staticmethod
-    async def _attach_or_close(session: DapSession, reader: asyncio.StreamReader) -> None:
-        """A session that attached may send large messages; one that did not within
-        ATTACH_WITHIN_S is closed (a client that only holds a connection open)."""
+    async def _attach_or_close(
+        self, session: DapSession, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A session that attached may send large messages and any number of requests, and
+        keeps its connection; one that did not within ATTACH_WITHIN_S is closed (a client that
+        only holds a connection open)."""
         try:
             await asyncio.wait_for(session.attached.wait(), ATTACH_WITHIN_S)
         except asyncio.TimeoutError:
@@ -68,3 +84,6 @@ class DapFrontDoor:
             await session.channel.close(f"no attach within {ATTACH_WITHIN_S:.0f} s")
             return
         bound_reader(reader, MAX_DAP_MESSAGE)
+        session.channel.bound(None, unsent=MAX_UNSENT_BYTES)
+        if self.gate is not None:
+            self.gate.keep(writer.transport)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from raysleuth.broker.debug import rayframes
@@ -20,6 +21,7 @@ from raysleuth.broker.postmortem.replay import QUIET_EVALUATE, RUN_COMMANDS
 from raysleuth.broker.tickets import admit_attach
 from raysleuth.dap.channel import DapChannel
 from raysleuth.dap.paths import PathMapper
+from raysleuth.dap.requests import DAP_REQUESTS
 from raysleuth.shared.errors import SleuthError
 
 if TYPE_CHECKING:
@@ -336,22 +338,26 @@ class DapSession:
         await self.event("terminated")
 
     async def on_request(self, request: dict) -> bool:
-        """One request from the client, in arrival order; False ends the session."""
+        """One request from the client, in arrival order; False ends the session. The broker's
+        own commands come from OWN_COMMANDS, never from a name looked up on this object (#37)."""
         command = request.get("command")
-        handler = getattr(self, f"{command}_request", None)
-        if handler is not None and isinstance(request.get("arguments") or {}, dict):
-            return await handler(request)
+        name = repr(command)[:80]  # the client's text, cut
+        own = OWN_COMMANDS.get(command) if isinstance(command, str) else None
         if not isinstance(request.get("arguments") or {}, dict):  # found by the fuzz tests (#16)
-            await self.respond(request, error=f"Ray Sleuth: {command}'s arguments must be a JSON object.")
+            await self.respond(request, error=f"Ray Sleuth: {name}'s arguments must be a JSON object.")
+        elif own is not None:
+            return await own(self, request)
         elif self.replay is not None:
             await self._replay_answer(request)
         elif self.link is None and self.ended is not None:
-            await self._answer_ended(request, f"'{command}' came after the session ended: {self.ended}")
+            await self._answer_ended(request, f"{name} came after the session ended: {self.ended}")
+        elif self.link is None and command not in (DAP_REQUESTS if isinstance(command, str) else ()):
+            await self.respond(request, error=f"Ray Sleuth: unknown command {name}.")
         elif self.link is None:
             await self.respond(
                 request,
                 error=(
-                    f"Ray Sleuth: '{command}' needs an attached worker; send attach with "
+                    f"Ray Sleuth: {name} needs an attached worker; send attach with "
                     "{token, worker} or {token, rank} first."
                 ),
             )
@@ -367,3 +373,13 @@ class DapSession:
             log.info("%s ended: %s", self, reason)
         finally:
             await self.release()
+
+
+OWN_COMMANDS: dict[str, Callable[[DapSession, dict], Awaitable[bool]]] = {
+    "initialize": DapSession.initialize_request,
+    "attach": DapSession.attach_request,
+    "configurationDone": DapSession.configurationDone_request,
+    "disconnect": DapSession.disconnect_request,
+    "terminate": DapSession.terminate_request,
+}
+"""The requests the broker answers itself, by their DAP name; the others go to the worker."""
