@@ -8,7 +8,6 @@ import * as net from "net";
 import * as os from "os";
 import { BrokerError } from "./brokerErrors";
 
-export const TCP_TABLES = ["/proc/net/tcp6", "/proc/net/tcp"];
 const ESTABLISHED = "01";
 /** The peer's row can trail our "connect" by a moment (the server's side of the handshake). */
 const ROW_TRIES = 5;
@@ -98,7 +97,7 @@ export function findRow(table: string, local: Endpoint, remote: Endpoint): { uid
 }
 
 /** The uid of the process on the other end of `socket` (connected, loopback); undefined where the tables do not say. */
-export async function peerUid(socket: net.Socket, tables: readonly string[] = TCP_TABLES): Promise<number | undefined> {
+export async function peerUid(socket: net.Socket, tables?: readonly string[]): Promise<number | undefined> {
   const there = socket.remoteAddress ? addressBytes(socket.remoteAddress) : undefined;
   const here = socket.localAddress ? addressBytes(socket.localAddress) : undefined;
   if (!there || !here || socket.remotePort === undefined || socket.localPort === undefined) {
@@ -107,8 +106,12 @@ export async function peerUid(socket: net.Socket, tables: readonly string[] = TC
   // The peer's row: its own address is our remote one, its peer is us.
   const local = { addr: there, port: socket.remotePort };
   const remote = { addr: here, port: socket.localPort };
+  // An IPv4 peer is in tcp, or in tcp6 when its listener is dual-stack; an IPv6 one only in tcp6.
+  // Each read costs milliseconds where Ray keeps hundreds of sockets: the likely table first.
+  const v4 = there.subarray(0, 12).equals(V4_MAPPED_PREFIX);
+  const order = tables ?? (v4 ? ["/proc/net/tcp", "/proc/net/tcp6"] : ["/proc/net/tcp6"]);
   for (let attempt = 0; attempt < ROW_TRIES; attempt++) {
-    for (const file of tables) {
+    for (const file of order) {
       let text: string;
       try {
         text = await fsp.readFile(file, "ascii");
@@ -138,7 +141,7 @@ export function trustedUids(): Set<number> {
  * root's) on this machine's loopback. `where` names the address in the message; `url` is the
  * broker's URL for the error.
  */
-export async function checkBrokerPeer(socket: net.Socket, where: string, url: string, tables: readonly string[] = TCP_TABLES): Promise<void> {
+export async function checkBrokerPeer(socket: net.Socket, where: string, url: string, tables?: readonly string[]): Promise<void> {
   const host = socket.remoteAddress;
   if (!host) {
     throw new BrokerError("network", `The connection to ${where} closed at once.`, url);

@@ -126,3 +126,22 @@ export function screenCandidates<C extends InterpreterCandidate>(
   }
   return { allowed, refused };
 }
+
+/**
+ * The interpreters that may run `raysleuth lsp`, in order, and why each other may not: the
+ * user's raySleuth.pythonPath alone when set; else broker.json's "python" (a file named it),
+ * the Python extension's, python3 on PATH; each screened (screenCandidates), duplicates dropped.
+ */
+export function lspCandidates<C extends InterpreterCandidate>(
+  configured: C | undefined,
+  brokerPython: string | undefined,
+  others: readonly C[],
+  restrictedFolders: readonly string[] | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): { candidates: InterpreterCandidate[]; refused: string[] } {
+  const all: InterpreterCandidate[] = configured
+    ? [configured]
+    : [...(brokerPython ? [{ python: brokerPython, source: "the broker's interpreter, from broker.json", fromFile: true }] : []), ...others];
+  const { allowed, refused } = screenCandidates(all, restrictedFolders, env);
+  return { candidates: allowed.filter((c, i) => allowed.findIndex((o) => o.python === c.python) === i), refused };
+}

@@ -5,7 +5,7 @@
 import * as path from "path";
 import * as vscode from "vscode";
 import { Settings } from "../constants";
-import { InterpreterCandidate, screenCandidates } from "./interpreterTrust";
+import { InterpreterCandidate, lspCandidates, screenCandidates } from "./interpreterTrust";
 import { log, swallow } from "./log";
 import { getExtension, getSetting } from "./vscodeapi";
 
@@ -99,21 +99,10 @@ export async function resolvePythonPath(): Promise<PythonChoice> {
  */
 export async function pythonCandidates(brokerPython: string | undefined): Promise<{ candidates: PythonChoice[]; refused: string[] }> {
   const configured = configuredPython();
-  if (configured) {
-    const { allowed, refused } = screen([configured]);
-    return { candidates: allowed, refused };
-  }
-  const out: PythonChoice[] = [];
-  if (brokerPython) {
-    out.push({ python: brokerPython, source: "the broker's interpreter, from broker.json", fromFile: true });
-  }
-  const ext = await pythonExtensionInterpreter();
-  if (ext) {
-    out.push(ext);
-  }
-  out.push(PATH_PYTHON);
-  const { allowed, refused } = screen(out);
-  return { candidates: allowed.filter((c, i) => allowed.findIndex((o) => o.python === c.python) === i), refused };
+  const ext = configured ? undefined : await pythonExtensionInterpreter();
+  const result = lspCandidates(configured, brokerPython, [...(ext ? [ext] : []), PATH_PYTHON], restrictedFolders());
+  result.refused.forEach((r) => log.warn(`Ray Sleuth: ${r}`));
+  return result;
 }
 
 /**
