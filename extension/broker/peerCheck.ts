@@ -3,6 +3,9 @@
 // (python_backend/raysleuth/shared/peer.py). Every connection of the extension that carries the
 // token (or asks for an attach ticket, or carries one) is checked with it on "connect", before
 // its first byte: a relay another user runs on a dead broker's port gets nothing. No vscode import.
+//
+// Only Linux has the tables: elsewhere (an editor on a macOS or Windows laptop, reaching the head
+// node through its own ssh tunnel) the peer must be on loopback and its owner is not checked.
 import { promises as fsp } from "fs";
 import * as net from "net";
 import * as os from "os";
@@ -154,6 +157,9 @@ export async function checkBrokerPeer(socket: net.Socket, where: string, url: st
       undefined,
       TUNNEL_HINT,
     );
+  }
+  if (process.platform !== "linux" && !tables) {
+    return; // no /proc/net/tcp to read: loopback is all that can be checked here
   }
   const uid = await peerUid(socket, tables);
   if (uid === undefined) {
