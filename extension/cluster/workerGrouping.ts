@@ -3,6 +3,7 @@
 // each worker item shows, the rank and worker pick rows. No vscode import, so it is tested without a window.
 import * as path from "path";
 import { NodeInfo, WorkerInfo } from "../broker/types";
+import { oneLine } from "../common/textSafe";
 
 export const TASKS_GROUP = "tasks";
 export const IDLE_GROUP = "idle";
@@ -97,7 +98,7 @@ export function shortId(id: string | null | undefined, n = 8): string {
 }
 
 export function nodeLabel(n: NodeGroup): string {
-  return `node ${n.nodeIp || "?"} (${shortId(n.nodeId, 6)})`;
+  return oneLine(`node ${n.nodeIp || "?"} (${shortId(n.nodeId, 6)})`);
 }
 
 export function nodeDescription(n: NodeGroup): string {
@@ -120,7 +121,7 @@ export function workerLabel(w: WorkerInfo): string {
     parts.push(w.task);
   }
   parts.push(`pid ${w.pid}`);
-  return parts.join(" · ");
+  return oneLine(parts.join(" · ")); // a class or task name's ESC, newline or bidi override shown escaped (#37)
 }
 
 /** How the Cluster view shows a worker beyond its own fields. */
@@ -184,7 +185,7 @@ export function workerDescription(w: WorkerInfo, options: ShowOptions = {}): str
   if (w.gpu_memory && w.state !== "exited") {
     text += ` · GPU ${formatBytes(w.gpu_memory.used_bytes)}${w.gpu_memory.growing ? " ↑" : ""}`;
   }
-  return text;
+  return oneLine(text);
 }
 
 /** "3.5 GiB", "512 MiB", "0 B": binary units, one decimal from GiB up. */
@@ -246,7 +247,7 @@ export function workerTooltip(w: WorkerInfo, options: ShowOptions = {}): string 
   ];
   return rows
     .filter(([, v]) => v !== null && v !== undefined && v !== "")
-    .map(([k, v]) => `${k}: ${String(v)}`)
+    .map(([k, v]) => `${k}: ${oneLine(v)}`) // one line per field: a name's newline cannot forge one
     .join("\n");
 }
 
@@ -284,7 +285,7 @@ export function liveRanks(workers: readonly WorkerInfo[], filter: (w: WorkerInfo
 export function rankDescription(r: RankSummary): string {
   const classes = [...new Set(r.workers.map((w) => w.actor_class ?? w.task ?? "task"))];
   const paused = r.workers.filter((w) => w.state === "paused").length;
-  return [classes.join(", "), r.workers.length > 1 ? `${r.workers.length} workers` : "", paused ? `${paused} paused` : ""].filter(Boolean).join(" · ");
+  return oneLine([classes.join(", "), r.workers.length > 1 ? `${r.workers.length} workers` : "", paused ? `${paused} paused` : ""].filter(Boolean).join(" · "));
 }
 
 /** Workers a session can attach to: an agent inside and not gone. */
@@ -312,7 +313,7 @@ export function workerPickItems(workers: readonly WorkerInfo[]): WorkerPickItem[
     .map((w) => ({
       label: workerLabel(w),
       description: workerDescription(w),
-      detail: `node ${w.node_ip} · job ${w.job_id ?? "-"} · worker ${w.id.slice(0, 12)}`,
+      detail: oneLine(`node ${w.node_ip} · job ${w.job_id ?? "-"} · worker ${w.id.slice(0, 12)}`),
       workerId: w.id,
     }));
 }

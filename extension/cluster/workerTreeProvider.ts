@@ -5,6 +5,7 @@ import * as vscode from "vscode";
 import { Commands } from "../constants";
 import { WorkerInfo, WorkerState } from "../broker/types";
 import { ClusterState } from "./clusterState";
+import { oneLine } from "../common/textSafe";
 import {
   groupWorkers,
   NodeGroup,
@@ -131,14 +132,16 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
         item.id = `node:${n.nodeId}`;
         item.description = nodeDescription(n);
         item.iconPath = new vscode.ThemeIcon(n.alive ? "server" : "debug-disconnect");
-        item.tooltip = `node ${n.nodeId}\nip: ${n.nodeIp}\nalive: ${n.alive ? "yes" : "no"}\nworkers: ${n.workerCount}${n.exitedCount ? ` (and ${n.exitedCount} exited)` : ""}`;
+        item.tooltip = `node ${oneLine(n.nodeId)}\nip: ${oneLine(n.nodeIp)}\nalive: ${n.alive ? "yes" : "no"}\nworkers: ${n.workerCount}${n.exitedCount ? ` (and ${n.exitedCount} exited)` : ""}`;
         item.contextValue = n.alive ? "node.alive" : "node.dead";
         return item;
       }
       case "group": {
         const g = element.group;
         const exited = g.name === EXITED_GROUP;
-        const item = new vscode.TreeItem(exited ? `Exited (${g.workers.length})` : g.name, exited ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.Expanded);
+        // The group is the actor class a job named: its text shown escaped, as every label here (#37).
+        const name = oneLine(g.name);
+        const item = new vscode.TreeItem(exited ? `Exited (${g.workers.length})` : name, exited ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.Expanded);
         item.id = `group:${g.nodeId}:${g.name}`;
         item.description = exited ? "" : `${g.workers.length}`;
         const plain = g.name === TASKS_GROUP || g.name === IDLE_GROUP;
@@ -147,8 +150,8 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
           ? `${g.workers.length} worker(s) that are gone: finished jobs, killed actors (their crash records stay in the Crashes view). ` +
             `"(no agent)": Ray listed the process, but no Ray Sleuth agent ran in it (e.g. one of Ray's prestarted idle workers). The rows go once Ray forgets them.`
           : plain
-            ? `${g.name}: workers that host no actor`
-            : `actor class ${g.name}: ${g.workers.length} worker(s)`;
+            ? `${name}: workers that host no actor`
+            : `actor class ${name}: ${g.workers.length} worker(s)`;
         item.contextValue = exited ? "group.exited" : plain ? "group.plain" : "group.actor";
         return item;
       }

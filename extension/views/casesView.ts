@@ -8,6 +8,7 @@ import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import type { CaseSummary } from "../broker/types";
 import { CASE_ICONS, caseDescription, divergenceHtml, sceneOf } from "./caseModel";
+import { markdownText, oneLine } from "../common/textSafe";
 
 /** How the view opens each scene (services.ts wires the other views' commands in). */
 export interface CaseScenes {
@@ -82,7 +83,7 @@ export class CasesService implements vscode.TreeDataProvider<CaseSummary>, vscod
         this.showDivergence(full.summary, full.evidence ?? {});
         return;
       default:
-        void vsapi.showInformationMessage(`Ray Sleuth: ${full.summary}`);
+        void vsapi.showInformationMessage(`Ray Sleuth: ${oneLine(full.summary)}`);
     }
   }
 
@@ -136,11 +137,14 @@ export class CasesService implements vscode.TreeDataProvider<CaseSummary>, vscod
   }
 
   getTreeItem(c: CaseSummary): vscode.TreeItem {
-    const item = new vscode.TreeItem(c.summary, vscode.TreeItemCollapsibleState.None);
+    // A summary quotes the job's own text (an exception message, a name): shown escaped (#37).
+    const item = new vscode.TreeItem(oneLine(c.summary), vscode.TreeItemCollapsibleState.None);
     item.id = c.id;
-    item.description = caseDescription(c);
+    item.description = oneLine(caseDescription(c));
     item.iconPath = new vscode.ThemeIcon(CASE_ICONS[c.kind] ?? "info");
-    item.tooltip = new vscode.MarkdownString([`**${c.kind}** · case ${c.id}`, "", c.summary, "", c.hint ?? ""].join("\n"));
+    item.tooltip = new vscode.MarkdownString(
+      [`**${markdownText(c.kind)}** · case ${markdownText(c.id)}`, "", markdownText(c.summary), "", markdownText(c.hint ?? "")].join("\n"),
+    );
     item.contextValue = `case.${c.kind}`;
     item.command = { command: Commands.openCase, title: "Open", arguments: [c.id] };
     return item;

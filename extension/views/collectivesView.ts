@@ -7,6 +7,7 @@ import { COLLECTIVES_VIEW_ID } from "../constants";
 import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { CollectiveItem, CollectiveRow, collectiveItems } from "./collectivesModel";
+import { safeTreeTexts } from "../common/textSafe";
 
 export class CollectivesService implements vscode.TreeDataProvider<CollectiveItem>, vscode.Disposable {
   readonly treeView: vscode.TreeView<CollectiveItem>;
@@ -45,10 +46,11 @@ export class CollectivesService implements vscode.TreeDataProvider<CollectiveIte
   }
 
   getTreeItem(item: CollectiveItem): vscode.TreeItem {
-    const t = new vscode.TreeItem(item.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+    const shown = safeTreeTexts(item); // group names and ops come from the job: escaped (#37)
+    const t = new vscode.TreeItem(shown.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
     t.id = item.id;
-    t.description = item.description;
-    t.tooltip = item.tooltip;
+    t.description = shown.description;
+    t.tooltip = shown.tooltip;
     t.iconPath = new vscode.ThemeIcon(item.behind ? "warning" : item.children.length ? "git-merge" : "pass", item.behind ? new vscode.ThemeColor("list.warningForeground") : undefined);
     return t;
   }

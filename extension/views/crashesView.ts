@@ -11,6 +11,7 @@ import * as vsapi from "../common/vscodeapi";
 import { BrokerConnectionService } from "../broker/brokerConnection";
 import { ClusterState } from "../cluster/clusterState";
 import { counted } from "../common/text";
+import { markdownText, oneLine } from "../common/textSafe";
 import type { CrashRecordSummary } from "../broker/types";
 
 /** At most one notification of a crash not held for an attach per this many ms. */
@@ -179,11 +180,18 @@ export class CrashesService implements vscode.TreeDataProvider<CrashSummary>, vs
   }
 
   getTreeItem(c: CrashSummary): vscode.TreeItem {
-    const item = new vscode.TreeItem(crashLabel(c), vscode.TreeItemCollapsibleState.None);
+    // The exception's type and message are the job's own text: shown escaped (#37).
+    const item = new vscode.TreeItem(oneLine(crashLabel(c)), vscode.TreeItemCollapsibleState.None);
     const when = new Date(c.time * 1000);
-    item.description = `${when.toLocaleTimeString()} · ${(c.message ?? "").split("\n")[0].slice(0, 80)}`;
+    item.description = oneLine(`${when.toLocaleTimeString()} · ${(c.message ?? "").split("\n")[0].slice(0, 80)}`);
     item.tooltip = new vscode.MarkdownString(
-      [`**${c.exc_type ?? c.kind}** ${c.message ?? ""}`, "", c.hint ?? "", "", `crash ${c.id} · ${when.toLocaleString()}`].join("\n"),
+      [
+        `**${markdownText(c.exc_type ?? c.kind)}** ${markdownText(c.message ?? "")}`,
+        "",
+        markdownText(c.hint ?? ""),
+        "",
+        `crash ${markdownText(c.id)} · ${when.toLocaleString()}`,
+      ].join("\n"),
     );
     item.iconPath = new vscode.ThemeIcon(c.kind === "exception" ? "bug" : "flame");
     item.contextValue = c.can_rerun ? "crashRerun" : "crash";

@@ -2,9 +2,14 @@
 // escaping, one stylesheet on the theme's colours, a CSP that allows no script.
 // Pure text, no vscode import.
 import { EvaluateRow, SnapshotTable } from "./resultTables";
+import { multiLine } from "../common/textSafe";
 
+/**
+ * Text as HTML: markup escaped, and every control, bidi or invisible character shown escaped
+ * (`\u202e`), so a value or name from the cluster cannot reorder or hide what a panel shows (#37).
+ */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
+  return multiLine(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
 }
 
 /** A cell's text, cut to `max` characters (the full text in its tooltip). */

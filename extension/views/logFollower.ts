@@ -2,6 +2,7 @@
 // (GET /v1/workers/{id}/logs): the tail first, then every new byte range from
 // next_offset. Keeps a bounded text. Pure, no vscode import.
 import type { WorkerLogChunk } from "../broker/types";
+import { multiLine, oneLine } from "../common/textSafe";
 
 /** How much of the log's end is read first. */
 export const TAIL_BYTES = 64 * 1024;
@@ -31,11 +32,11 @@ export class LogFollower {
 
   /** The document's text: a header line, then the log. */
   get text(): string {
-    const where = this.path ? ` · ${this.path}` : "";
+    const where = this.path ? ` · ${oneLine(this.path)}` : "";
     const cut = this.dropped ? " · older lines dropped" : "";
     const state = this.stopped === undefined ? "following live" : "not followed any more";
     const end = this.stopped === undefined ? "" : `# Stopped following: ${this.stopped}\n`;
-    return `# ${this.title}${where} · ${state}${cut}\n${this.body}${end}`;
+    return `# ${oneLine(this.title)}${where} · ${state}${cut}\n${this.body}${end}`;
   }
 
   /** Ends the following (a read failed): the text says why, and poll() reads nothing more. */
@@ -77,7 +78,8 @@ export class LogFollower {
   }
 
   private append(data: string): void {
-    this.body += data;
+    // The worker's own output: its lines stay, an ESC or a bidi override is shown escaped (#37).
+    this.body += multiLine(data.replace(/\r\n/g, "\n"));
     if (this.body.length > MAX_CHARS) {
       const cut = this.body.indexOf("\n", this.body.length - MAX_CHARS);
       this.body = this.body.slice(cut >= 0 ? cut + 1 : this.body.length - MAX_CHARS);

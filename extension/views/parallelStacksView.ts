@@ -13,6 +13,7 @@ import { continueReport, pauseReport } from "../breakpoints/controlReport";
 import { formatRanks } from "../common/ranks";
 import { ClusterState } from "../cluster/clusterState";
 import { ParallelItem, parallelItems, rootsOf } from "./parallelTree";
+import { safeTreeTexts } from "../common/textSafe";
 
 export class ParallelStacksService implements vscode.TreeDataProvider<ParallelItem>, vscode.Disposable {
   readonly treeView: vscode.TreeView<ParallelItem>;
@@ -116,10 +117,11 @@ export class ParallelStacksService implements vscode.TreeDataProvider<ParallelIt
   }
 
   getTreeItem(item: ParallelItem): vscode.TreeItem {
-    const t = new vscode.TreeItem(item.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+    const shown = safeTreeTexts(item); // function names and paths come from the job: escaped (#37)
+    const t = new vscode.TreeItem(shown.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
     t.id = item.id;
-    t.description = item.description;
-    t.tooltip = item.tooltip;
+    t.description = shown.description;
+    t.tooltip = shown.tooltip;
     t.contextValue = "parallelFrame";
     t.iconPath = new vscode.ThemeIcon(item.node.branch ? "git-branch" : "debug-stackframe");
     if (item.node.path && item.node.line) {

@@ -15,6 +15,7 @@ import { HangEvent, SnapshotRequest, StacksQuery, StacksResult, StacksWatchReque
 import { ClusterState } from "../cluster/clusterState";
 import { mergePathMappings } from "../debug/attachConfig";
 import { behindText, buildStackTree, groupText, localPath, resultSummary, resultText, StackFrameNode, StackGroupNode, StackNode, stackChildren, topUserFrame } from "./stackTree";
+import { multiLine, safeTreeTexts } from "../common/textSafe";
 
 /** The watch the toggle starts: a sample every 10 s, a hang after 3 equal ones (issue #12). */
 const WATCH_INTERVAL_S = 10;
@@ -134,9 +135,10 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
   }
 
   getTreeItem(node: StackNode): vscode.TreeItem {
-    const item = new vscode.TreeItem(node.label, vscode.TreeItemCollapsibleState.None);
+    const shown = safeTreeTexts(node); // frames, errors and hints come from the workers: escaped (#37)
+    const item = new vscode.TreeItem(shown.label, vscode.TreeItemCollapsibleState.None);
     item.id = node.id;
-    item.description = node.description;
+    item.description = shown.description;
     switch (node.kind) {
       case "job":
         item.collapsibleState = vscode.TreeItemCollapsibleState.Expanded;
@@ -147,18 +149,18 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
         // A lagging group opens by itself: its frames are what the user came for.
         item.collapsibleState = node.lagging ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed;
         item.iconPath = node.lagging ? new vscode.ThemeIcon("warning", new vscode.ThemeColor("list.warningForeground")) : new vscode.ThemeIcon("layers");
-        item.tooltip = node.tooltip;
+        item.tooltip = multiLine(node.tooltip);
         item.contextValue = node.lagging ? "stackGroup.lagging" : "stackGroup";
         break;
       case "frame":
         item.iconPath = new vscode.ThemeIcon(node.library ? "library" : "debug-stackframe");
-        item.tooltip = node.tooltip;
+        item.tooltip = multiLine(node.tooltip);
         item.contextValue = "stackFrame";
         item.command = { command: Commands.openStackFrame, title: "Open Frame", arguments: [node] };
         break;
       case "unanswered":
         item.iconPath = new vscode.ThemeIcon("question", new vscode.ThemeColor("list.warningForeground"));
-        item.tooltip = node.tooltip;
+        item.tooltip = multiLine(node.tooltip);
         item.contextValue = "stackUnanswered";
         break;
     }

@@ -53,6 +53,7 @@ const PURE = [
   "debug/brokerDapAdapter",
   "common/ranks",
   "common/text",
+  "common/textSafe",
   "cluster/statusText",
   "cluster/workerGrouping",
   "debug/attachConfig",
