@@ -26,6 +26,7 @@ import _common  # first: it pins Ray's env before ray is imported
 import psutil
 
 from raysleuth.client import BrokerClient
+from raysleuth.shared.peer import check_broker_peer
 
 IDLE, STREAMS, SAMPLES = 1000, 200, 1000
 
@@ -85,6 +86,7 @@ def main() -> None:
             s = socket.socket()
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and it never reads
             s.connect((http.hostname, http.port))
+            check_broker_peer(s, broker.http)  # the token goes to a broker process of ours only (#37)
             s.sendall(stream.encode())
             crowd.append(s)
         # The frames and the churn come from a process of their own (not this one's GIL).

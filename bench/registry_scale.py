@@ -21,7 +21,6 @@ Absolute times and sizes, marked as such: there is no baseline to divide by.
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import os
 import socket
@@ -33,6 +32,9 @@ from urllib.parse import urlsplit
 import _common  # first: it pins Ray's env before ray is imported
 import psutil
 import ray
+
+from raysleuth.client import CheckedHTTPConnection
+from raysleuth.shared.peer import check_broker_peer
 
 AGENTS = int(os.environ.get("BENCH_AGENTS", "1000"))
 PROCS = int(os.environ.get("BENCH_PROCS", "4"))
@@ -137,7 +139,7 @@ class Http:
 
     def __init__(self, url: str, token: str) -> None:
         parts = urlsplit(url)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        self.conn = CheckedHTTPConnection(parts.hostname, parts.port, timeout=60)  # a broker of ours
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     def call(self, method: str, path: str, body=None):
@@ -155,6 +157,7 @@ class StreamClient(threading.Thread):
         super().__init__(daemon=True)
         parts = urlsplit(url)
         self.sock = socket.create_connection((parts.hostname, parts.port))
+        check_broker_peer(self.sock, url)  # the token goes to a broker process of ours only (#37)
         self.sock.sendall(
             f"GET /v1/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
         )

@@ -180,7 +180,10 @@ def _checked(conn: http.client.HTTPConnection) -> None:
         raise
 
 
-class _CheckedHTTP(http.client.HTTPConnection):
+class CheckedHTTPConnection(http.client.HTTPConnection):
+    """http.client's connection to the broker, its peer checked on each (re)connect; urllib's
+    opener below uses it, a keep-alive client (bench/registry_scale.py) may too."""
+
     def connect(self) -> None:
         super().connect()
         _checked(self)
@@ -194,7 +197,7 @@ class _CheckedHTTPS(http.client.HTTPSConnection):
 
 class _HTTPHandler(urllib.request.HTTPHandler):
     def http_open(self, req):
-        return self.do_open(_CheckedHTTP, req)
+        return self.do_open(CheckedHTTPConnection, req)
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):

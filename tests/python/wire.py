@@ -14,6 +14,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+from raysleuth.shared.peer import check_broker_peer
+
 REPLY_TIMEOUT_S = 10.0
 """Longest wait for the broker's answer (or its close) to one fuzzed input."""
 
@@ -141,6 +143,7 @@ def http_exchange(
 ) -> HttpReply:
     """One request on a new connection (it should say `Connection: close`); the reply."""
     with socket.create_connection(addr, timeout=timeout) as sock:
+        check_broker_peer(sock, f"{addr[0]}:{addr[1]}")  # the token goes to a broker of ours only (#37)
         send_quietly(sock, data)
         if shut:
             shut_write(sock)

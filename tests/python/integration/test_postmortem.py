@@ -16,6 +16,7 @@ import ray
 from helpers import FIXTURES, dap_address, live_worker_id, marker_line, stopped_frames, wait_until
 
 from raysleuth.dap.client import open_session
+from raysleuth.shared.peer import check_broker_peer
 
 JOB = str(FIXTURES / "crash_job.py")
 RAISE_LINE = marker_line(JOB, "crash-raise")
@@ -42,6 +43,7 @@ class Watcher:
         self.events: list[tuple[str, dict]] = []
         u = urlsplit(broker.http)
         self.sock = socket.create_connection((u.hostname, u.port), timeout=60)
+        check_broker_peer(self.sock, broker.http)  # the token goes to a broker of ours only (#37)
         auth = f"Authorization: Bearer {broker.token}"
         self.sock.sendall(f"GET /v1/stream HTTP/1.1\r\nHost: {u.netloc}\r\n{auth}\r\n\r\n".encode())
         self.thread = threading.Thread(target=self._read, daemon=True)
