@@ -72,7 +72,10 @@ def format_detail(c: dict) -> str:
                 f"device {mib['device_used_bytes']:.0f} / {mib['total_bytes']:.0f} MiB"
             )
     crash = one_line(c["id"])
-    out.append(f'replay: attach {{"token": T, "crash": "{crash}"}} (the extension\'s Crashes view does it)')
+    out.append(
+        f'replay: attach {{"ticket": T, "crash": "{crash}"}}, T from `raysleuth ticket --crash {crash}` '
+        "(the extension's Crashes view does it)"
+    )
     return lines("\n".join(out))  # and whatever field above was missed: no ESC, CR or bidi raw
 
 
