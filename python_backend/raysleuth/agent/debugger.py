@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from raysleuth.agent import pydevd_wake, stops
 from raysleuth.agent.log import swallow
+from raysleuth.shared.paths import debug_dir_prefix
 
 if TYPE_CHECKING:
     from raysleuth.agent.port import AgentPort
@@ -95,7 +96,9 @@ def listen_locked(token: str) -> str:
     tune_debugger_sockets()
     pydevd_wake.install()
     unix_server_sockets(pydevd)
-    folder = tempfile.mkdtemp(prefix="rs-dbg-")  # 0700, this user's
+    # 0700, this user's, a random name carrying our pid: removed at exit, and by the node's relay
+    # (raysleuth/broker/debug/relay_actor.py) once this pid is gone (a killed worker)
+    folder = tempfile.mkdtemp(prefix=debug_dir_prefix(os.getpid()))
     path = os.path.join(folder, "dap.sock")
     atexit.register(_remove, folder, path)
     api.ensure_logging()

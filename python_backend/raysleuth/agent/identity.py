@@ -10,7 +10,7 @@ import os
 import sys
 
 from raysleuth.agent import rank as rank_mod
-from raysleuth.agent.log import swallow
+from raysleuth.agent.log import new_log_file, swallow
 from raysleuth.shared import names
 
 _fault_log = None
@@ -36,10 +36,8 @@ def fault_file() -> str | None:
         import faulthandler
 
         if not faulthandler.is_enabled():
-            from raysleuth.shared.paths import ray_log_dir
-
-            path = os.path.join(ray_log_dir(), f"raysleuth-fault-{os.getpid()}.log")
-            _fault_log = open(path, "a")  # noqa: SIM115 - stays open for the life of the process
+            path, fd = new_log_file("fault")  # exclusive, 0600: never a file someone planted
+            _fault_log = os.fdopen(fd, "a")  # stays open for the life of the process
             faulthandler.enable(_fault_log, all_threads=True)
             return path
         path = os.readlink(f"/proc/{os.getpid()}/fd/2")

@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import sysconfig
+import tempfile
 import time
 
 CLOCK_SKEW_S = 1.0
@@ -222,10 +223,11 @@ def _logs() -> dict:
     from raysleuth.shared.paths import ray_log_dir as _log_dir
 
     folder = _log_dir()
-    probe = os.path.join(folder, f".raysleuth-doctor-{os.getpid()}")
-    try:
-        with open(probe, "w") as f:
-            f.write("ok")
+    if folder is None:
+        return check("logs", "warn", "not in a Ray process: no session log folder to check")
+    try:  # a random name, created exclusively: Ray's log folder is 0777, a fixed name could be a link
+        fd, probe = tempfile.mkstemp(prefix=".raysleuth-doctor-", dir=folder)
+        os.close(fd)
         os.remove(probe)
     except OSError as exc:
         return check(

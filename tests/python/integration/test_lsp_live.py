@@ -4,7 +4,9 @@ rank checks on breakpoints, and the breakpoint() quick fix setting a cluster bre
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import lsp_actors
@@ -28,6 +30,7 @@ from pytest_lsp import LanguageClient
 ACTORS = FIXTURES / "lsp_actors.py"
 EMPTY_STATE = tempfile.mkdtemp(prefix="rs-lsp-live-")
 """No broker.json here: the server must take the broker from initializationOptions."""
+atexit.register(shutil.rmtree, EMPTY_STATE, True)  # no folder left in /tmp
 ENV = {k: v for k, v in os.environ.items() if k not in ("RAYSLEUTH_BROKER", "RAYSLEUTH_TOKEN")}
 ENV["RAYSLEUTH_STATE_DIR"] = EMPTY_STATE
 ENV["RAYSLEUTH"] = "0"  # the server is no Ray worker

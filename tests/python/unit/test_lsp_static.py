@@ -3,7 +3,9 @@ from tests/fixtures/lsp/, every diagnostic and every quick fix's edit (issue 15)
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest_lsp
@@ -24,6 +26,7 @@ from pytest_lsp import LanguageClient
 
 EMPTY_STATE = tempfile.mkdtemp(prefix="rs-lsp-nobroker-")
 """A state dir with no broker.json: the server finds no broker."""
+atexit.register(shutil.rmtree, EMPTY_STATE, True)  # no folder left in /tmp
 ENV = {k: v for k, v in os.environ.items() if k not in ("RAYSLEUTH_BROKER", "RAYSLEUTH_TOKEN")}
 ENV["RAYSLEUTH_STATE_DIR"] = EMPTY_STATE
 NOTES = ("raySleuth/brokerStatus", "raySleuth/breakpointAdded")

@@ -19,6 +19,14 @@ from raysleuth.model.tensors import nothing_to_summarize, summarize, summary, te
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def torch_cache_in_a_tmp_dir(tmp_path_factory):
+    """torch keeps a compile cache in /tmp/torchinductor_<user> unless told: no folder left in /tmp."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("torchinductor")))
+        yield
+
+
 def close(a, b, rel=1e-5):
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
 

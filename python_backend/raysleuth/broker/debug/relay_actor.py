@@ -10,14 +10,118 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import stat
+import tempfile
+import time
 
 import ray
 
+from raysleuth.shared.paths import DEBUG_DIR_PREFIX, debug_dir_pid
 from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
 
 RECV_CHUNK = 1 << 16
+SWEEP_EVERY_S = float(os.environ.get("RAYSLEUTH_DEBUG_DIR_SWEEP_S", "60"))
+"""How often the relay removes the debugger folders of this node's workers that are gone."""
+OLD_DIR_GRACE_S = 60.0
+"""An old-style `rs-dbg-XXXXXXXX` folder (no pid in its name) is removed once it is this old and
+no socket is bound in it (/proc/net/unix)."""
+PID_START_SLACK_S = 2.0
+"""A process's start time is known to about a second: a pid whose process started more than this
+after the folder last changed is another process (the pid was reused)."""
+
+
+def sweep_debug_dirs(folder: str | None = None) -> list[str]:
+    """Remove the debugger folders (`rs-dbg-<pid>-*`, raysleuth/agent/debugger.py) in the temp
+    folder whose worker is gone: only plain folders of this user (never a link, never another
+    user's), each opened without following a link and emptied through its descriptor. Returns
+    the paths removed."""
+    folder = folder or tempfile.gettempdir()
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    removed = []
+    try:
+        with os.scandir(top) as entries:
+            names = [e.name for e in entries if e.name.startswith(DEBUG_DIR_PREFIX)]
+        bound: list[str] | None = None
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=top, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            pid = debug_dir_pid(name)
+            if pid is not None:
+                if _owner_alive(pid, st.st_mtime):
+                    continue
+            else:  # an old version's folder (no pid): gone once no socket is bound in it
+                if time.time() - st.st_mtime < OLD_DIR_GRACE_S:
+                    continue
+                bound = _bound_unix_paths() if bound is None else bound
+                inside = os.path.join(folder, name) + os.sep
+                if any(p.startswith(inside) or not p for p in bound):
+                    continue  # bound there, or /proc does not say: kept
+            if _remove_dir(top, name, st):
+                removed.append(os.path.join(folder, name))
+    finally:
+        os.close(top)
+    return removed
+
+
+def _owner_alive(pid: int, changed: float) -> bool:
+    """Whether process `pid` may still be the one that made a folder last changed at `changed`."""
+    import psutil
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # another user's process (access denied): keep the folder
+        return True
+    return started <= changed + PID_START_SLACK_S
+
+
+def _bound_unix_paths() -> list[str]:
+    """The paths of the AF_UNIX sockets bound on this host (none may be); `[""]` where /proc does
+    not say, which matches every folder."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return [""]
+    return [parts[7] for parts in (line.split(None, 7) for line in lines) if len(parts) == 8]
+
+
+def _remove_dir(top: int, name: str, st: os.stat_result) -> bool:
+    """Empty and remove folder `name` of `top`, if it still is the one found (`st`)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=top)
+    except OSError:
+        return False
+    try:
+        now = os.fstat(fd)
+        if (now.st_ino, now.st_dev, now.st_uid) != (st.st_ino, st.st_dev, st.st_uid):
+            return False
+        with os.scandir(fd) as entries:
+            inside = [e.name for e in entries]
+        for child in inside:
+            try:
+                os.unlink(child, dir_fd=fd)  # the socket; a folder inside stays (rmdir fails)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=top)
+    except OSError:
+        return False
+    return True
 
 
 class _Conn:
@@ -35,9 +139,26 @@ class NodeRelay:
     def __init__(self) -> None:
         self._conns: dict[int, _Conn] = {}
         self._ids = itertools.count(1)
+        self._sweeper: asyncio.Task | None = None
 
     async def ping(self) -> str:
+        if self._sweeper is None:  # the first call (the broker's start ping) starts the sweeps
+            self._sweeper = asyncio.create_task(self._sweep_forever())
         return ray.get_runtime_context().get_node_id()
+
+    async def sweep_debug_dirs(self) -> list[str]:
+        """Remove the debugger folders of this node's workers that are gone (see the function)."""
+        return await asyncio.to_thread(sweep_debug_dirs)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                removed = await self.sweep_debug_dirs()
+                if removed:
+                    log.info("removed %d debugger folder(s) of gone workers", len(removed))
+            except Exception:  # noqa: BLE001 - a sweep that failed is tried again next time
+                swallow_exception(log, "sweeping the debugger folders of gone workers")
+            await asyncio.sleep(SWEEP_EVERY_S)
 
     async def doctor(self, broker_time: float) -> list[dict]:
         """`raysleuth doctor`'s checks of this node (raysleuth/cli/doctor.py), in a thread."""
@@ -61,7 +182,7 @@ class NodeRelay:
         from raysleuth.shared.paths import ray_log_dir
 
         log_dir = ray_log_dir()
-        path = find_worker_log(log_dir, worker_id, pid, stream)
+        path = find_worker_log(log_dir, worker_id, pid, stream) if log_dir else None
         if path is None:
             return {
                 "error": f"No {stream} file of worker {worker_id[:8]} (pid {pid}) in {log_dir}.",
@@ -76,7 +197,10 @@ class NodeRelay:
         from raysleuth.probes.logs import worker_fatal_check
         from raysleuth.shared.paths import ray_log_dir
 
-        return await asyncio.to_thread(worker_fatal_check, ray_log_dir(), worker_id, pid)
+        log_dir = ray_log_dir()
+        if log_dir is None:
+            return None
+        return await asyncio.to_thread(worker_fatal_check, log_dir, worker_id, pid)
 
     async def open(
         self, host: str | None, port: int | None, timeout: float = 10.0, path: str | None = None
@@ -152,9 +276,6 @@ class NodeRelay:
 
         Only files in this node's Ray session folder or temp dir are read.
         """
-        import os
-        import tempfile
-
         real = os.path.realpath(path)
         roots = [os.path.realpath(tempfile.gettempdir())]
         try:
@@ -175,3 +296,10 @@ class NodeRelay:
 
     async def connections(self) -> int:
         return len(self._conns)
+
+    async def end_worker(self, pid: int) -> dict:
+        """SIGKILL a Ray worker of this node (raysleuth/probes/endworker.py), e.g. one whose C
+        code holds its GIL (#37)."""
+        from raysleuth.probes.endworker import end_ray_worker
+
+        return end_ray_worker(pid)
