@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,10 +196,17 @@ class CheckedConnector(aiohttp.TCPConnector):
     `connect` returned its connection, so a refused one carries nothing. No proxy (the session's
     trust_env stays off)."""
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._checked: weakref.WeakSet = weakref.WeakSet()
+        """The connections (their protocols) already checked: one check per TCP connection."""
+
     async def connect(
         self, req: aiohttp.ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
     ) -> Connection:
         conn = await super().connect(req, traces, timeout)
+        if conn.protocol in self._checked:  # a pooled connection, checked when it was made
+            return conn
         sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
         try:
             if sock is None:
@@ -208,6 +216,7 @@ class CheckedConnector(aiohttp.TCPConnector):
         except SleuthError:
             conn.close()  # not back to the pool
             raise
+        self._checked.add(conn.protocol)
         return conn
 
 

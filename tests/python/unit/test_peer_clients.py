@@ -127,3 +127,29 @@ async def test_a_listener_of_ours_on_loopback_gets_the_request():
         assert b"Authorization: Bearer " + TOKEN.encode() in b"".join(ours.got)
     finally:
         ours.close()
+
+
+async def test_the_connector_checks_each_connection_once(monkeypatch):
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from raysleuth.lsp import live
+
+    checks = []
+    real = live.check_broker_peer
+    monkeypatch.setattr(
+        live, "check_broker_peer", lambda sock, where: (checks.append(where), real(sock, where))
+    )
+    app = web.Application()
+    app.router.add_get("/v1/status", lambda request: web.json_response({"ok": 1}))
+    async with TestServer(app, host="127.0.0.1") as server:
+        async with aiohttp.ClientSession(connector=live.CheckedConnector()) as http:
+            for _ in range(3):  # keep-alive: one connection, checked once
+                async with http.get(server.make_url("/v1/status")) as res:
+                    assert await res.json() == {"ok": 1}
+            assert len(checks) == 1
+            async with http.get(server.make_url("/v1/status"), headers={"Connection": "close"}) as res:
+                await res.read()
+            async with http.get(server.make_url("/v1/status")) as res:  # a new connection: checked
+                await res.read()
+            assert len(checks) == 2
