@@ -26,3 +26,12 @@ def client(broker):
     from raysleuth.client import BrokerClient
 
     return BrokerClient(broker.http, broker.token)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Workers that Ray killed (ray.kill, the cluster's shutdown) run no atexit: the debugger
+    folders (/tmp/rs-dbg-<pid>-*) of those that are gone by now are removed, as a node's relay
+    would (#37)."""
+    from raysleuth.shared.dbgdirs import sweep_debug_dirs
+
+    sweep_debug_dirs()

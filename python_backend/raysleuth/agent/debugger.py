@@ -101,6 +101,7 @@ def listen_locked(token: str) -> str:
     folder = tempfile.mkdtemp(prefix=debug_dir_prefix(os.getpid()))
     path = os.path.join(folder, "dap.sock")
     atexit.register(_remove, folder, path)
+    threading.Thread(target=_sweep_gone, name="raysleuth-dbg-sweep", daemon=True).start()
     api.ensure_logging()
     hidden = os.path.dirname(os.path.abspath(debugpy.__file__))
     # What debugpy.listen(in_process_debug_adapter=True) passes, with the secret and the socket:
@@ -147,6 +148,16 @@ def unix_server_sockets(pydevd) -> None:
 
     create_server_socket.raysleuth_unix = True  # type: ignore[attr-defined]
     pydevd.create_server_socket = create_server_socket
+
+
+def _sweep_gone() -> None:
+    """The folders that killed workers of this user left in the temp folder go (their pid ended)."""
+    try:
+        from raysleuth.shared.dbgdirs import sweep_debug_dirs
+
+        sweep_debug_dirs()
+    except Exception:  # noqa: BLE001 - the relay sweeps them too
+        swallow("removing the debugger folders of gone workers")
 
 
 def _remove(folder: str, path: str) -> None:

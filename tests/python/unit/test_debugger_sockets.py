@@ -14,7 +14,7 @@ import psutil
 import pytest
 from helpers import run_probe
 
-from raysleuth.broker.debug.relay_actor import sweep_debug_dirs
+from raysleuth.shared.dbgdirs import process_start_time, sweep_debug_dirs
 from raysleuth.shared.paths import debug_dir_pid
 
 PROBE = """
@@ -114,19 +114,33 @@ def test_the_relay_sweeps_the_debugger_folders_of_gone_workers_and_nothing_else(
     assert sweep_debug_dirs(str(tmp)) == [str(old_live)]
 
 
-def test_the_agents_debugger_folder_carries_its_pid_and_goes_at_exit():
+def test_a_process_start_time_is_read_from_proc_as_psutil_reads_it():
+    assert abs(process_start_time(os.getpid()) - psutil.Process().create_time()) < 0.05
+    assert process_start_time(gone_pid()) is None
+
+
+def test_the_agents_debugger_folder_carries_its_pid_goes_at_exit_and_sweeps_the_gone():
     pytest.importorskip("debugpy")
-    res = run_probe(FOLDER_PROBE, timeout=60)
+    res = run_probe(FOLDER_PROBE.replace("DEAD", str(gone_pid())), timeout=60)
     assert debug_dir_pid(res["name"]) == res["pid"], res
     assert res["mode"] == "0o700" and res["left_after_exit"] is False, res
+    assert res["killed_workers_folder_left"] is False, res
 
 
 FOLDER_PROBE = """
-import atexit, json, os
+import atexit, json, os, tempfile, threading
+killed = os.path.join(tempfile.gettempdir(), "rs-dbg-DEAD-k1ll3d00")  # a killed worker's
+os.mkdir(killed, 0o700)
 from raysleuth.agent.debugger import listen_locked
 path = listen_locked("ab" * 32)
 folder = os.path.dirname(path)
 out = {"name": os.path.basename(folder), "pid": os.getpid(), "mode": oct(os.stat(folder).st_mode & 0o777)}
+for t in threading.enumerate():
+    if t.name == "raysleuth-dbg-sweep":
+        t.join(10)
+out["killed_workers_folder_left"] = os.path.exists(killed)
+if os.path.exists(killed):
+    os.rmdir(killed)
 atexit._run_exitfuncs()  # what a worker's normal exit runs (a killed one leaves it to the relay)
 out["left_after_exit"] = os.path.exists(folder)
 print(json.dumps(out))

@@ -11,13 +11,11 @@ import asyncio
 import itertools
 import logging
 import os
-import stat
 import tempfile
-import time
 
 import ray
 
-from raysleuth.shared.paths import DEBUG_DIR_PREFIX, debug_dir_pid
+from raysleuth.shared.dbgdirs import sweep_debug_dirs
 from raysleuth.shared.swallow import swallow_exception
 
 log = logging.getLogger(__name__)
@@ -25,103 +23,6 @@ log = logging.getLogger(__name__)
 RECV_CHUNK = 1 << 16
 SWEEP_EVERY_S = float(os.environ.get("RAYSLEUTH_DEBUG_DIR_SWEEP_S", "60"))
 """How often the relay removes the debugger folders of this node's workers that are gone."""
-OLD_DIR_GRACE_S = 60.0
-"""An old-style `rs-dbg-XXXXXXXX` folder (no pid in its name) is removed once it is this old and
-no socket is bound in it (/proc/net/unix)."""
-PID_START_SLACK_S = 2.0
-"""A process's start time is known to about a second: a pid whose process started more than this
-after the folder last changed is another process (the pid was reused)."""
-
-
-def sweep_debug_dirs(folder: str | None = None) -> list[str]:
-    """Remove the debugger folders (`rs-dbg-<pid>-*`, raysleuth/agent/debugger.py) in the temp
-    folder whose worker is gone: only plain folders of this user (never a link, never another
-    user's), each opened without following a link and emptied through its descriptor. Returns
-    the paths removed."""
-    folder = folder or tempfile.gettempdir()
-    try:
-        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return []
-    removed = []
-    try:
-        with os.scandir(top) as entries:
-            names = [e.name for e in entries if e.name.startswith(DEBUG_DIR_PREFIX)]
-        bound: list[str] | None = None
-        for name in names:
-            try:
-                st = os.stat(name, dir_fd=top, follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-                continue
-            pid = debug_dir_pid(name)
-            if pid is not None:
-                if _owner_alive(pid, st.st_mtime):
-                    continue
-            else:  # an old version's folder (no pid): gone once no socket is bound in it
-                if time.time() - st.st_mtime < OLD_DIR_GRACE_S:
-                    continue
-                bound = _bound_unix_paths() if bound is None else bound
-                inside = os.path.join(folder, name) + os.sep
-                if any(p.startswith(inside) or not p for p in bound):
-                    continue  # bound there, or /proc does not say: kept
-            if _remove_dir(top, name, st):
-                removed.append(os.path.join(folder, name))
-    finally:
-        os.close(top)
-    return removed
-
-
-def _owner_alive(pid: int, changed: float) -> bool:
-    """Whether process `pid` may still be the one that made a folder last changed at `changed`."""
-    import psutil
-
-    try:
-        started = psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:  # another user's process (access denied): keep the folder
-        return True
-    return started <= changed + PID_START_SLACK_S
-
-
-def _bound_unix_paths() -> list[str]:
-    """The paths of the AF_UNIX sockets bound on this host (none may be); `[""]` where /proc does
-    not say, which matches every folder."""
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()[1:]
-    except OSError:
-        return [""]
-    return [parts[7] for parts in (line.split(None, 7) for line in lines) if len(parts) == 8]
-
-
-def _remove_dir(top: int, name: str, st: os.stat_result) -> bool:
-    """Empty and remove folder `name` of `top`, if it still is the one found (`st`)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(name, flags, dir_fd=top)
-    except OSError:
-        return False
-    try:
-        now = os.fstat(fd)
-        if (now.st_ino, now.st_dev, now.st_uid) != (st.st_ino, st.st_dev, st.st_uid):
-            return False
-        with os.scandir(fd) as entries:
-            inside = [e.name for e in entries]
-        for child in inside:
-            try:
-                os.unlink(child, dir_fd=fd)  # the socket; a folder inside stays (rmdir fails)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
-    try:
-        os.rmdir(name, dir_fd=top)
-    except OSError:
-        return False
-    return True
 
 
 class _Conn:
@@ -147,7 +48,8 @@ class NodeRelay:
         return ray.get_runtime_context().get_node_id()
 
     async def sweep_debug_dirs(self) -> list[str]:
-        """Remove the debugger folders of this node's workers that are gone (see the function)."""
+        """Remove the debugger folders of this node's workers that are gone
+        (raysleuth/shared/dbgdirs.py); the paths removed."""
         return await asyncio.to_thread(sweep_debug_dirs)
 
     async def _sweep_forever(self) -> None:
