@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from raysleuth.shared.errors import SleuthError
 
-TCP_TABLES = ("/proc/net/tcp6", "/proc/net/tcp")
 ESTABLISHED = "01"
 
 
@@ -50,30 +49,36 @@ def _packed(host: str, port: int) -> tuple[bytes, int]:
     return addr.packed, port
 
 
-def _row_addr(field: str) -> tuple[bytes, int]:
-    """`0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6), each 32-bit word in host order."""
-    hexaddr, hexport = field.split(":")
-    raw = bytes.fromhex(hexaddr)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    if len(words) == 4:
-        words = b"\0" * 10 + b"\xff\xff" + words
-    return words, int(hexport, 16)
+def _row_fields(addr: tuple[bytes, int]) -> tuple[str, str]:
+    """How the kernel's tables spell `addr` (16 bytes, port): in `tcp` (IPv4 only, else "") and in
+    `tcp6`, the address as hex with each 32-bit word in host order, then the port."""
+    raw, port = addr
+    v6 = "".join(raw[i : i + 4][::-1].hex().upper() for i in range(0, 16, 4))
+    v4 = raw[12:][::-1].hex().upper() if raw[:12] == b"\0" * 10 + b"\xff\xff" else ""
+    tail = f":{port:04X}"
+    return (v4 + tail if v4 else ""), v6 + tail
 
 
 def _find_row(local: tuple[bytes, int], remote: tuple[bytes, int]) -> tuple[int, int] | None:
-    """(uid, inode) of the established socket whose own address is `local` and peer `remote`."""
-    for table in TCP_TABLES:
+    """(uid, inode) of the established socket whose own address is `local` and peer `remote`;
+    IPv4 peers are looked up in `tcp` first (a dual-stack listener's sockets sit in `tcp6`)."""
+    (l4, l6), (r4, r6) = _row_fields(local), _row_fields(remote)
+    tables = [("/proc/net/tcp", l4, r4)] if l4 and r4 else []
+    tables.append(("/proc/net/tcp6", l6, r6))
+    for table, want_local, want_remote in tables:
         try:
             with open(table, encoding="ascii") as f:
-                next(f, None)
-                for line in f:
-                    cols = line.split()
-                    if len(cols) < 10 or cols[3] != ESTABLISHED:
-                        continue
-                    if _row_addr(cols[1]) == local and _row_addr(cols[2]) == remote:
-                        return int(cols[7]), int(cols[9])
-        except (OSError, ValueError):
+                text = f.read()
+        except OSError:
             continue
+        start = text.find(f" {want_local} {want_remote} {ESTABLISHED} ")
+        if start < 0:
+            continue
+        cols = text[start : text.find("\n", start)].split()
+        try:
+            return int(cols[6]), int(cols[8])
+        except (IndexError, ValueError):
+            return None
     return None
 
 
