@@ -11,6 +11,17 @@ send), `GET /v1/workers` is timed and the broker's RSS sampled. Prints one JSON 
                                  quiet count (target 0)
   crowd_closed_by_broker          crowd connections the broker had closed by the end (silent ones
                                  after 10 s, the oldest beyond 1,000, stream clients that fell behind)
+Then two floods of #37, each while `GET /v1/hello` (a new connection each) is timed against the
+same request quiet, and the broker's RSS against quiet:
+  dap_flood_*    DAP clients that send requests before any attach (`threads`, and `on`, which the
+                 old dispatcher turned into a recursion) as fast as they can and never read,
+                 coming back each time the broker drops them (after 64 requests):
+                 hello_p99_ratio (target <= 2), rss_added_mb (target <= 100), connections_dropped
+  half_sent_*    1,100 connections each holding a half-sent HTTP request (the head never ends):
+                 hello_p99_ratio (<= 2), rss_added_mb (<= 100), max_connections (the broker's
+                 own count of open client sockets, target <= 1,020: 1,000 + sockets it
+                 closed that asyncio frees on its next turn),
+                 closed_s (until the broker closed all of them: the header timeout, 10 s)
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import time
 from urllib.parse import urlsplit
 
 import _common  # first: it pins Ray's env before ray is imported
+import _floods as floods
 import psutil
 
 from raysleuth.client import BrokerClient
@@ -122,6 +134,7 @@ def main() -> None:
             time.sleep(0.2)  # the broker notices the closed sockets
         left = max(0, broker_connections(proc, ports) - conns_quiet)
         client.set_breakpoints("/bench/churn.py", [])
+        more = floods.measure(broker, proc, ports)
     _common.report(
         "broker_limits",
         {
@@ -134,8 +147,9 @@ def main() -> None:
             "rss_added_mb": (max(peak) - rss_quiet) / 2**20,
             "connections_left": left,
             "crowd_closed_by_broker": closed,
+            **more,
         },
-        {"p99_ratio": 2.0, "rss_added_mb": 100.0, "connections_left": 0},
+        {"p99_ratio": 2.0, "rss_added_mb": 100.0, "connections_left": 0, **floods.TARGETS},
     )
 
 
