@@ -33,6 +33,7 @@ OBJECTS: list[tuple[str, type, tuple[str, ...] | None]] = [
     ("PausedAt", wire.PausedAt, None),
     ("GpuMemory", wire.GpuMemory, None),
     ("PauseDeadline", wire.PauseDeadline, None),
+    ("WorkerBusy", wire.WorkerBusy, None),
     ("Worker", worker.Worker, None),
     ("CrashWorker", wire.CrashWorker, None),
     ("CrashFrame", wire.CrashFrame, None),

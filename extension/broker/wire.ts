@@ -32,6 +32,15 @@ export interface PauseDeadline {
   setting: string;
 }
 
+/** What holds a worker that cannot answer: an evaluate whose C code holds its GIL (#37). */
+export interface WorkerBusy {
+  /** "evaluate". */
+  what: string;
+  /** When it started (seconds since the epoch). */
+  since: number;
+  expression: string;
+}
+
 export interface Worker {
   /** Ray's worker id (hex). */
   id: string;
@@ -73,6 +82,8 @@ export interface Worker {
   paused_since: number | null;
   /** While paused: the nearest of `deadlines` as {at, what, seconds, setting} (`at`: epoch s). */
   deadline: PauseDeadline | null;
+  /** An evaluate whose C code holds the worker's GIL ({what, since, expression}): it answers nothing until that ends; POST /v1/workers/{id}/kill ends the worker. */
+  busy: WorkerBusy | null;
 }
 
 /** The worker as it was at a crash (the worker object's fields; older records hold fewer). */

@@ -156,10 +156,18 @@ class BrokerClient:
         return self.request("DELETE", path)
 
     def set_breakpoints(
-        self, path: str, breakpoints: list[dict], root: str | None = None, owner: str | None = None
+        self,
+        path: str,
+        breakpoints: list[dict],
+        root: str | None = None,
+        owner: str | None = None,
+        force: bool = False,
     ) -> dict:
-        """Replace `owner`'s breakpoints in `path` (absent: the broker's default owner, `api`)."""
-        body = {"path": path, "breakpoints": breakpoints}
+        """Replace `owner`'s breakpoints in `path` (absent: the broker's default owner, `api`);
+        `force`: send code the broker would refuse as unbounded (#37)."""
+        body: dict = {"path": path, "breakpoints": breakpoints}
+        if force:
+            body["force"] = True
         if owner:
             body["owner"] = owner
         if root:

@@ -50,8 +50,10 @@ def user_frame(frame):
     return None
 
 
-def evaluate(expression: str) -> dict:
-    """Evaluate in the frame where this worker is paused now (after any stepping)."""
+def evaluate(expression: str, budget: float | None = None) -> dict:
+    """Evaluate in the frame where this worker is paused now (after any stepping). `budget`: the
+    broker's (a little under its own wait, so that this answer reaches it in time); without one,
+    RAYSLEUTH_EVALUATE_BUDGET_S of this worker."""
     from raysleuth.agent.capture import bounded_repr
 
     frame = stops.paused_frame()  # a breakpoint's own frame, not what its wait runs meanwhile
@@ -63,9 +65,11 @@ def evaluate(expression: str) -> dict:
     if frame is None:
         return {"ok": False, "error": "this worker is not paused"}
     where = {"path": frame.f_code.co_filename, "line": frame.f_lineno}
-    done, value, exc = bounded_eval(expression, frame, EVALUATE_BUDGET_S)
-    if not done:
-        return {"ok": True, "error": exc, **where}
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 3600:
+        budget = EVALUATE_BUDGET_S
+    done, value, exc = bounded_eval(expression, frame, budget)
+    if not done:  # `exc` says what became of it: "interrupted" or "runs on"
+        return {"ok": True, "running": exc, "error": _still_running(budget, str(exc)), **where}
     if exc is not None:  # the user's expression failed: that is the answer
         return {"ok": True, "error": f"{type(exc).__name__}: {exc}", **where}
     out = {"ok": True, "value": bounded_repr(value), "type": type(value).__name__, **where}
@@ -80,33 +84,79 @@ def evaluate(expression: str) -> dict:
     return out
 
 
+INTERRUPT_GRACE_S = 0.5
+"""How long an evaluate over its budget has to end once interrupted before it counts as running on."""
+
+
+class EvaluateInterrupted(BaseException):
+    """Raised into an evaluate's own thread once it outlasts its budget (a BaseException, so that
+    the user's `except Exception` does not swallow it)."""
+
+
+def _still_running(budget: float, fate: str) -> str:
+    if fate == "interrupted":
+        tail = "interrupted (its Python code was stopped); the worker takes a continue and other evaluates"
+    else:
+        tail = (
+            "it is inside a C call that releases the GIL (a sleep, I/O, a lock) and was asked to stop"
+            " when that returns; the worker takes a continue and other evaluates meanwhile"
+        )
+    return f"still running after {budget:g} s: {tail}"
+
+
 def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, object]:
     """Evaluate in `frame` on a thread of its own, so the agent thread stays free for a continue:
-    (True, value, None), (True, None, exception), or (False, None, what to say) when it still
-    runs after `budget` s. Nothing can stop it safely then (an exception raised into a thread
-    from outside can land in another one: seen with CPython 3.11 and debugpy), so it runs on."""
+    (True, value, None), (True, None, exception), or (False, None, "interrupted" | "runs on")
+    when it still runs after `budget` s.
+
+    Then an `EvaluateInterrupted` is raised into that thread (PyThreadState_SetAsyncExc). It can
+    land in no other thread: it is set under a lock that the thread holds while it evaluates and
+    takes before it leaves, so its id cannot belong to another thread by then; an exception set
+    just as the expression ended goes off inside `run` (at `_settle`), never in threading's own
+    code. Python code stops at its next bytecode; a C call that releases the GIL (sleep, I/O)
+    stops when it returns ("runs on"); one that holds it (`sum(range(10**12))`) lets no thread
+    of the worker run, this one included: the broker answers for the worker then."""
     box: dict = {}
+    guard = threading.Lock()
+    state = {"evaluating": True}
 
     def run() -> None:
         try:
-            box["value"] = eval(compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals)  # noqa: S307
-        except BaseException as exc:  # noqa: BLE001 - whatever it raised is the answer
-            box["error"] = exc
+            try:
+                box["value"] = eval(
+                    compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals
+                )  # noqa: S307
+            except BaseException as exc:  # noqa: BLE001 - whatever it raised is the answer
+                box["error"] = exc
+            finally:
+                with guard:
+                    state["evaluating"] = False
+            _settle()
+        except EvaluateInterrupted:  # set as it ended: nothing to stop any more
+            pass
 
     thread = threading.Thread(target=run, name="raysleuth-evaluate", daemon=True)
     hide_from_debugger(thread)  # debugpy, which holds the paused program, must not suspend it
     thread.start()
     thread.join(budget)
-    if thread.is_alive():
-        return (
-            False,
-            None,
-            (
-                f"still running after {budget:g} s: it runs on in the background until it ends (the "
-                "worker still takes a continue and other evaluates)"
-            ),
-        )
-    return True, box.get("value"), box.get("error")
+    if not thread.is_alive():
+        return True, box.get("value"), box.get("error")
+    with guard:
+        if state["evaluating"] and thread.ident is not None:
+            _raise_in(thread.ident, EvaluateInterrupted)
+    thread.join(INTERRUPT_GRACE_S)
+    return False, None, "runs on" if thread.is_alive() else "interrupted"
+
+
+def _settle() -> None:
+    """A Python call: an exception raised into this thread goes off here at the latest."""
+
+
+def _raise_in(ident: int, exc_type: type[BaseException]) -> bool:
+    import ctypes
+
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
+    return n == 1
 
 
 def stacks() -> dict:
@@ -135,7 +185,7 @@ def run(agent, command: dict) -> dict:
     if op == "stacks":
         return stacks()
     if op == "evaluate":
-        return evaluate(str(command.get("expression", "")))
+        return evaluate(str(command.get("expression", "")), command.get("budget"))
     if op == "resume":
         return {"ok": True, "resumed": stops.resume_waiting()}
     if op == "digests":

@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from raysleuth import __version__
+from raysleuth.broker.audit import AuditLog
 from raysleuth.broker.auth import load_or_create_token
 from raysleuth.broker.cases.book import CaseBook
 from raysleuth.broker.cases.memory import MemoryWatch
@@ -107,6 +108,7 @@ class Broker:
         self._stop = asyncio.Event()
         self.tasks = OwnedTasks("broker")
 
+        self.audit = AuditLog(state_dir)
         self.hub = hub = EventHub()
         self.crashes = CrashStore(state_dir)
         self.cases = CaseBook(hub, self.crashes)
@@ -116,7 +118,7 @@ class Broker:
         self.relays = RelayPool()
         self.table = WorkerTable(hub, self.crashes, self.gpu)
         self.points = PointService(
-            PointSet(state_dir), self.agents, hub, lambda: self.table.reports, self.table.live_ids
+            PointSet(state_dir), self.agents, hub, lambda: self.table.reports, self.table.live_ids, self.audit
         )
         self.watches = WatchService(self.points, hub, self.tasks, self._live_ranks)
         self.timeline = Timeline(hub)
@@ -127,7 +129,9 @@ class Broker:
         self.leases = LinkLeases(self.relays, self.agents, self.table, hub)
         self.groups = GroupBook(state_dir, self.table.workers)
         self.points.points.resolve_group = self.groups.definition
-        self.control = Control(self.table, self.agents, self.leases, self.groups)
+        self.control = Control(
+            self.table, self.agents, self.leases, self.groups, hub=hub, relays=self.relays, audit=self.audit
+        )
         self.allstop = AllStop(self.table, self.control, hub, self.tasks)
         self.stacks = StacksService(self.table, self.agents, self.relays, self.timeline, hub)
         self.doctor = Doctor(self.table, self.relays, lambda: (self.host, self.http_url, self.dap_address))
@@ -278,6 +282,7 @@ class Broker:
             watches=self.watches,
             groups=self.groups,
             reruns=self.reruns,
+            audit=self.audit,
             tickets=self.tickets,
         )
         # keepalive_timeout: a request's head must come within it of the previous answer (#37).
@@ -289,6 +294,7 @@ class Broker:
         door = DapFrontDoor(
             self.token, self.token_file, self.table, self.leases, self.crashes, self.agents, self.tickets
         )
+        door.audit = self.audit  # each accepted attach is a line of it (dap_session.py)
         # The HTTP port takes DAP sessions too (oneport.py): a remote broker needs one tunnel.
         gate = Gate(vouch=functools.partial(bearer_in, token=self.token))  # every port's connections
         door.gate = gate

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from raysleuth.broker.audit import READ_MAX, client_of
 from raysleuth.broker.auth import check_bearer
 from raysleuth.broker.cases.routes import add_routes as add_case_routes
 from raysleuth.broker.events import format_sse
@@ -29,6 +30,7 @@ from raysleuth.shared.limits import SSE_WRITE_TIMEOUT_S
 from raysleuth.shared.proof import HELLO_PATH, NONCE, proof
 
 if TYPE_CHECKING:
+    from raysleuth.broker.audit import AuditLog
     from raysleuth.broker.cases.book import CaseBook
     from raysleuth.broker.cases.watches import WatchService
     from raysleuth.broker.debug.allstop import AllStop
@@ -91,6 +93,8 @@ class Services:
     #: Rank groups (issue 27).
     reruns: Reruns
     #: Failed tasks run again under the debugger (issue 26).
+    audit: AuditLog | None = None
+    #: Every action that runs code in a worker, with who asked (issue 37).
     tickets: TicketStore
     #: Single-use attach tickets for DAP clients (issue 37), shared with the DAP front door.
 
@@ -225,7 +229,8 @@ def make_app(svc: Services) -> web.Application:
         return web.json_response(svc.points.breakpoint_listing())
 
     async def put_breakpoints(request: web.Request) -> web.Response:
-        return web.json_response(await svc.points.put_file(await body_of(request), who(request)))
+        body = await body_of(request)
+        return web.json_response(await svc.points.put_file(body, who(request), await client_of(request)))
 
     async def delete_breakpoints(request: web.Request) -> web.Response:
         owner = request.query.get("owner")
@@ -234,7 +239,21 @@ def make_app(svc: Services) -> web.Application:
         return web.json_response({"ok": True, "deleted": gone})
 
     async def post_evaluate(request: web.Request) -> web.Response:
-        return web.json_response(await svc.control.evaluate(await body_of(request)))
+        body = await body_of(request)
+        return web.json_response(await svc.control.evaluate(body, await client_of(request)))
+
+    async def post_kill_worker(request: web.Request) -> web.Response:
+        wid = request.match_info["id"]
+        return web.json_response(await svc.control.end_worker(wid, await client_of(request)))
+
+    async def get_audit(request: web.Request) -> web.Response:
+        try:
+            limit = int(request.query.get("limit", 100))
+        except ValueError:
+            raise BadRequest("'limit' must be an integer", "E.g. ?limit=100.") from None
+        if not 1 <= limit <= READ_MAX:
+            raise BadRequest(f"'limit' must be 1 to {READ_MAX}, not {limit}", "E.g. ?limit=100.")
+        return web.json_response(svc.audit.tail(limit) if svc.audit is not None else [])
 
     async def post_continue(request: web.Request) -> web.Response:
         return web.json_response(await svc.control.continue_paused(await body_of(request)))
@@ -243,7 +262,8 @@ def make_app(svc: Services) -> web.Application:
         return web.json_response(await svc.control.pause(await body_of(request)))
 
     async def post_snapshot(request: web.Request) -> web.Response:
-        snap = await svc.points.add_snapshot(await body_of(request))
+        body = await body_of(request)
+        snap = await svc.points.add_snapshot(body, await client_of(request))
         return web.json_response({"id": snap.id})
 
     async def get_snapshots(request: web.Request) -> web.Response:
@@ -344,6 +364,8 @@ def make_app(svc: Services) -> web.Application:
     app.router.add_get("/v1/workers", get_workers)
     app.router.add_get("/v1/workers/{id}", get_worker)
     app.router.add_get("/v1/workers/{id}/logs", get_worker_logs)
+    app.router.add_post("/v1/workers/{id}/kill", post_kill_worker)
+    app.router.add_get("/v1/audit", get_audit)
     app.router.add_get("/v1/settings", get_settings)
     app.router.add_put("/v1/settings", put_settings)
     app.router.add_get("/v1/nodes", get_nodes)

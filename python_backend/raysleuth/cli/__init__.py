@@ -66,6 +66,24 @@ def cmd_ticket(args) -> int:
     return run_ticket(_client(args), args)
 
 
+def cmd_evaluate(args) -> int:
+    from raysleuth.cli.evaluate import run_evaluate
+
+    return run_evaluate(_client(args), args)
+
+
+def cmd_kill(args) -> int:
+    from raysleuth.cli.evaluate import run_kill
+
+    return run_kill(_client(args), args)
+
+
+def cmd_audit(args) -> int:
+    from raysleuth.cli.audit import run_audit
+
+    return run_audit(_client(args), args)
+
+
 def cmd_break(args) -> int:
     from raysleuth.cli.breaks import run_break
 
@@ -198,7 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("--follow", action="store_true", help="then print logpoint lines as they come")
     br.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     client_opts(br)
+    br.add_argument("--force", action="store_true", help="send a condition or {expr} that looks unbounded")
     br.set_defaults(fn=cmd_break)
+
+    from raysleuth.cli.audit import add_audit_parser
+    from raysleuth.cli.evaluate import add_parsers as add_evaluate_parsers
+
+    add_evaluate_parsers(sub, client_opts, cmd_evaluate, cmd_kill)
+    add_audit_parser(sub, client_opts, cmd_audit)
 
     lg = sub.add_parser("logs", help="logpoint lines from every rank, tagged [rank N]")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
@@ -252,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     wa.add_argument("--step", help="line ranks up by this local (e.g. step) instead of pass counts")
     wa.add_argument("--stop", action="store_true", help="stop the ranks at the line at the divergence")
     client_opts(wa)
+    wa.add_argument("--force", action="store_true", help="send an expression that looks unbounded")
     wa.set_defaults(fn=cmd_watch)
 
     ev = sub.add_parser("events", help="the cluster's timeline: raysleuth.event() of every rank, and crashes")

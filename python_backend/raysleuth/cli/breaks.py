@@ -132,7 +132,8 @@ def run_break(client, args) -> int:
     from raysleuth.cli.evaluate import code_of_entry, confirm_unbounded
 
     force = confirm_unbounded((e for b in keep for e in code_of_entry(b)), getattr(args, "force", False))
-    res = client.set_breakpoints(path, keep, root=os.getcwd(), owner=OWNER, force=force)
+    sure = {"force": True} if force else {}
+    res = client.set_breakpoints(path, keep, root=os.getcwd(), owner=OWNER, **sure)
     if args.remove:
         print(f"Removed {one_line(path)}:{line}.")
         return 0

@@ -30,6 +30,16 @@ class GpuMemory(TypedDict):
     growing: bool
 
 
+class WorkerBusy(TypedDict):
+    """What holds a worker that cannot answer: an evaluate whose C code holds its GIL (#37)."""
+
+    #: "evaluate".
+    what: str
+    #: When it started (seconds since the epoch).
+    since: float
+    expression: str
+
+
 class PauseDeadline(TypedDict):
     """A timeout that ends a worker's pause, e.g. Ray Train's health check."""
 

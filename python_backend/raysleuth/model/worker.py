@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import get_args
 
-from raysleuth.model.wire import GpuMemory, PausedAt, PauseDeadline, WorkerState
+from raysleuth.model.wire import GpuMemory, PausedAt, PauseDeadline, WorkerBusy, WorkerState
 
 STATES: tuple[WorkerState, ...] = get_args(WorkerState)
 
@@ -55,6 +55,9 @@ class Worker:
     #: When the broker first saw it paused (this pause).
     deadline: PauseDeadline | None = None
     #: While paused: the nearest of `deadlines` as {at, what, seconds, setting} (`at`: epoch s).
+    busy: WorkerBusy | None = None
+    #: An evaluate whose C code holds the worker's GIL ({what, since, expression}): it answers
+    #: nothing until that ends; POST /v1/workers/{id}/kill ends the worker.
 
     @property
     def live(self) -> bool:

@@ -67,6 +67,10 @@ EVALUATE_BUDGET_S = _setting("RAYSLEUTH_EVALUATE_BUDGET_S", 10.0)
 """An evaluate in a paused worker still running then is interrupted (Python code) or left
 behind (C code) and answered "still running"; the worker takes a continue meanwhile."""
 
+AUDIT_MAX_BYTES = int(_setting("RAYSLEUTH_AUDIT_MAX_BYTES", 10 << 20))
+"""The audit log's bound on disk: `audit.log` moves to `audit.log.1` (replacing the older one)
+once it would pass half of it, so the two together stay within it."""
+
 # --- bounded before and after attach (#37) ---------------------------------------------------
 
 DAP_REQUESTS_BEFORE_ATTACH = int(_setting("RAYSLEUTH_DAP_REQUESTS_BEFORE_ATTACH", 64))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
+from raysleuth.broker.audit import client_of
 from raysleuth.broker.httpbody import body_of
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ def add_routes(app: web.Application, svc: HasCases) -> None:
         return web.json_response(svc.cases.get(request.match_info["id"]).to_json())
 
     async def post_watch(request: web.Request) -> web.Response:
-        return web.json_response(await svc.watches.create(await body_of(request)))
+        body = await body_of(request)
+        return web.json_response(await svc.watches.create(body, await client_of(request)))
 
     async def get_watch(request: web.Request) -> web.Response:
         return web.json_response(svc.watches.get(request.match_info["id"]).to_json())

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from raysleuth.broker.points.service import audit_point, point_code
 from raysleuth.model.case import divergence_case
 from raysleuth.model.compare import DEFAULT_RTOL
 from raysleuth.model.divergence import DivergenceFinder
 from raysleuth.model.point import parse_watch
+from raysleuth.model.unbounded import refuse_unbounded
 from raysleuth.shared.errors import BadRequest, NotFound
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ class WatchService:
         self._watches: dict[str, Watch] = {}
         hub.on("watch-row", self._row)
 
-    async def create(self, body: dict) -> dict:
+    async def create(self, body: dict, client: dict | None = None) -> dict:
         if not isinstance(body, dict):
             raise BadRequest(
                 "the body must be a JSON object", 'Send {"path": ..., "line": 12, "expressions": ["x"]}.'
@@ -89,11 +91,13 @@ class WatchService:
             raise BadRequest(f"'stop' must be true or false, not {stop!r}", 'Send "stop": true.')
         wid = f"watch-{next(self._ids)}-{int(self.clock()) % 100000}"
         point = parse_watch(body, wid, self.clock())
+        refuse_unbounded(point_code(point), body.get("force"))
         ranks = set(point.scope.ranks) if point.scope.ranks is not None else None
         watch = Watch(point, DivergenceFinder(float(rtol), ranks), stop, (point.watch or {}).get("step"))
         watch.finder.live = lambda: self.live_ranks(watch.job_id) if watch.job_id is not None else set()
         self._watches[wid] = watch
         await self.points.add_point(point)
+        audit_point(getattr(self.points, "audit", None), "watch", point, client, body.get("force") is True)
         log.info("watch %s at %s:%d on %s", wid, point.path, point.line, point.expressions)
         return {"id": wid}
 

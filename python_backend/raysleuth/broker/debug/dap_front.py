@@ -33,6 +33,9 @@ client's further bytes wait in its socket, not in the broker's memory)."""
 class DapFrontDoor:
     """The listening side: one `DapSession` per connection, over the broker's services."""
 
+    audit: object | None = None
+    """The audit log (broker/audit.py) each accepted attach writes a line to, set by the broker."""
+
     def __init__(self, token: str, token_file, table, leases, crashes, agents, tickets=None) -> None:
         self.token = token
         self.tickets = tickets if tickets is not None else TicketStore()

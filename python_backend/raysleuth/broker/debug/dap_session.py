@@ -165,6 +165,9 @@ class DapSession:
             )
             return True
         await self.respond(request)
+        from raysleuth.broker.audit import audit_attach  # a line of the audit log (#37)
+
+        await audit_attach(self.door, self.channel, worker)
         self.attached.set()
         await self.event("initialized")
         return True

@@ -5,6 +5,10 @@ in that file, as DAP's setBreakpoints does for one editor); snapshot points are 
 time and collect rows. Every change goes to the agents as one list of specs (the registry hands
 it out with each heartbeat; Ray's KV holds it for workers that start). The set is saved in the
 state dir, so a broker restart re-arms what the user had.
+
+Code a point runs in the workers (a condition, a logpoint's `{…}`, snapshot expressions) that the
+unbounded check flags is refused unless the request says `force: true`; every new point that
+runs code goes to the audit log.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from raysleuth.model.point import DEFAULT_OWNER, Point, parse_owner, parse_path
+from raysleuth.model.point import DEFAULT_OWNER, Point, log_expressions, parse_owner, parse_path
+from raysleuth.model.unbounded import refuse_unbounded
 from raysleuth.shared.errors import BadRequest, NotFound
 from raysleuth.shared.limits import MAX_POINTS, MAX_POINTS_PER_FILE
 from raysleuth.shared.privfiles import write_private
@@ -69,6 +74,7 @@ class PointSet:
         mine = [Point.parse_breakpoint(path, bp, root=body.get("root"), owner=owner) for bp in bps]
         for p in mine:
             self._check_groups(p)
+        refuse_unbounded((code for p in mine for code in point_code(p)), body.get("force"))
         others = [p for p in self.files.get(path, ()) if p.owner != owner]
         total = sum(len(ps) for f, ps in self.files.items() if f != path) + len(others) + len(mine)
         if total > MAX_POINTS:
@@ -108,6 +114,7 @@ class PointSet:
         sid = f"snap-{next(self._ids)}-{int(time.time()) % 100000}"
         point = Point.parse_snapshot(body, sid, time.time(), owner=parse_owner(body.get("owner")))
         self._check_groups(point)
+        refuse_unbounded(point_code(point), body.get("force"))
         return self.keep_snapshot(point)
 
     def _check_groups(self, p: Point) -> None:
@@ -193,6 +200,30 @@ class PointSet:
             bps.sort(key=lambda p: (p.line, p.owner))
 
 
+def point_code(p: Point) -> list[tuple[str, str]]:
+    """(what, expression) for each piece of Python the point runs in a worker."""
+    out = []
+    if p.rest and p.rest.strip():
+        out.append((f"the condition of line {p.line}", p.rest.strip()))
+    for e in log_expressions(p.log_message or ""):
+        out.append((f"{{{e[:60]}}} in the logMessage of line {p.line}", e))
+    for e in p.expressions or ():
+        out.append((f"the expression {e[:60]!r} at line {p.line}", e))
+    return out
+
+
+def audit_point(audit, action: str, p: Point, client: dict | None, force: bool) -> None:
+    """One audit line for a point that runs code: its expressions, where and for whom."""
+    code = [e for _, e in point_code(p)]
+    if audit is None or not code:
+        return
+    audit.record(
+        action, client=client, expression=code[0] if len(code) == 1 else None, workers=None,
+        expressions=code if len(code) > 1 else None, path=p.path, line=p.line,
+        scope=p.to_json().get("scope"), owner=p.owner, point=p.id, force=force,
+    )  # fmt: skip
+
+
 def _from_v1(d: dict) -> Point:
     return Point.parse_breakpoint(
         os.path.normpath(d["path"]),
@@ -208,8 +239,10 @@ class PointService:
     workers (for the number of workers that have each point armed now).
     """
 
-    def __init__(self, points: PointSet, agents, hub, reports, live_ids) -> None:
+    def __init__(self, points: PointSet, agents, hub, reports, live_ids, audit=None) -> None:
         self.points = points
+        self.audit = audit
+        """The audit log (broker/audit.py), or None (tests)."""
         self.agents = agents
         self.hub = hub
         self._reports = reports
@@ -273,8 +306,12 @@ class PointService:
         await self.agents.set_points(self.points.specs())
         self.publish_listing()
 
-    async def put_file(self, body: dict, who: str = "") -> dict:
+    async def put_file(self, body: dict, who: str = "", client: dict | None = None) -> dict:
+        before = {p.id for p in self.points.breakpoints()}
         path, owner, mine = self.points.put_file(body)
+        for p in mine:
+            if p.id not in before:
+                audit_point(self.audit, "breakpoint", p, client, body.get("force") is True)
         log.info(
             "breakpoints of %s by owner %s set to lines %s%s",
             path,
@@ -292,8 +329,9 @@ class PointService:
         await self.push()
         return gone
 
-    async def add_snapshot(self, body: dict) -> Point:
+    async def add_snapshot(self, body: dict, client: dict | None = None) -> Point:
         snap = self.points.add_snapshot(body)
+        audit_point(self.audit, "snapshot", snap, client, body.get("force") is True)
         await self.push()
         return snap
 

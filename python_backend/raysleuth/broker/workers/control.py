@@ -1,7 +1,9 @@
-"""Evaluate, continue and pause across workers (`POST /v1/evaluate`, `/v1/continue`, `/v1/pause`).
+"""Evaluate, continue and pause across workers (`POST /v1/evaluate`, `/v1/continue`, `/v1/pause`),
+and ending one (`POST /v1/workers/{id}/kill`).
 
 Workers are picked from the table by state, `ranks` and `workers` (ids or id prefixes); each one
-that fails is reported in the answer and never stops the others.
+that fails is reported in the answer and never stops the others. An evaluate the unbounded check
+flags is refused unless `force`; each one sent, and each worker ended, goes to the audit log.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from raysleuth.broker.workers.hostage import Hostages
 from raysleuth.model.expr import check_expression
+from raysleuth.model.unbounded import refuse_unbounded
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import BadRequest, SleuthError
 
 log = logging.getLogger(__name__)
 
-EVALUATE_TIMEOUT_S = 15.0
 RESUME_TIMEOUT_S = 10.0
 PAUSE_WAIT_S = 2.0
 """How long a pause waits for the worker to stop before calling it pending."""
@@ -35,12 +38,16 @@ STEP_WAIT_S = 5.0
 
 
 class Control:
-    def __init__(self, table, agents, leases, groups=None) -> None:
+    def __init__(self, table, agents, leases, groups=None, *, hub=None, relays=None, audit=None) -> None:
         self.table = table
         self.agents = agents
         self.leases = leases
         self.groups = groups
         """The rank groups (broker/groups/book.py): a `group` selector names one."""
+        self.hostages = Hostages(agents, table, hub, relays)
+        """Evaluates with the broker's deadline, the workers they left busy, ending one."""
+        self.audit = audit
+        """The audit log (broker/audit.py), or None (tests)."""
 
     @staticmethod
     def only_selectors(body: dict, route: str) -> dict:
@@ -92,35 +99,35 @@ class Control:
                 out.append(w)
         return out
 
-    async def evaluate(self, body: dict) -> list[dict]:
+    async def evaluate(self, body: dict, client: dict | None = None) -> list[dict]:
+        """`POST /v1/evaluate {expression, ranks?, workers?, group?, force?}`: a row per paused
+        worker, each within the evaluate budget (broker/workers/hostage.py)."""
         expr = body.get("expression") if isinstance(body, dict) else None
         if not isinstance(expr, str) or not expr.strip():
             raise BadRequest("'expression' is missing", 'Send {"expression": "loss", "ranks": [0, 1]}.')
         check_expression(expr, f"{expr[:80]!r}", "Send one expression.")
+        refuse_unbounded([("the expression", expr)], body.get("force"))
         workers = [w for w in self.held(body) if w.agent]
-
-        async def one(w: Worker) -> dict:
-            row: dict = {"rank": w.rank, "worker": w.id, "pid": w.pid}
-            try:
-                res = await self.agents.command(
-                    w.id, {"op": "evaluate", "expression": expr}, EVALUATE_TIMEOUT_S
-                )
-            except Exception as exc:  # noqa: BLE001 - this worker's row says what failed
-                return dict(row, error=f"{type(exc).__name__}: {exc}")
-            if res.get("ok") and "value" in res:
-                row.update(value=res["value"], type=res.get("type"))
-                if isinstance(res.get("summary"), dict):
-                    row["summary"] = res["summary"]
-            else:
-                row["error"] = res.get("error") or "no answer"
-            if res.get("path"):
-                row["at"] = {"path": res["path"], "line": res.get("line")}
-            return row
-
-        rows = await asyncio.gather(*(one(w) for w in workers))
+        if self.audit is not None and workers:
+            self.audit.record(
+                "evaluate", client=client, expression=expr, workers=[w.id for w in workers],
+                ranks=[w.rank for w in workers], force=body.get("force") is True,
+            )  # fmt: skip
+        rows = await asyncio.gather(*(self.hostages.evaluate(w, expr) for w in workers))
         return sorted(
             rows, key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"] or 0)
         )
+
+    async def end_worker(self, worker_id: str, client: dict | None = None) -> dict:
+        """`POST /v1/workers/{id}/kill`: end a worker's process (one an evaluate holds, usually)."""
+        w = self.hostages.find(worker_id)
+        if self.audit is not None:
+            busy = self.hostages.busy.get(w.id)
+            self.audit.record(
+                "kill", client=client, expression=None, workers=[w.id], ranks=[w.rank], pid=w.pid,
+                busy=busy["expression"] if busy else None,
+            )  # fmt: skip
+        return await self.hostages.end_worker(w)
 
     async def continue_paused(self, body: dict) -> dict:
         """Let paused workers run: through the debugger link where there is one, else the agent;
@@ -139,6 +146,9 @@ class Control:
         ]
         for w in held:
             link = self.leases.get(w.id)
+            if busy := self.hostages.busy_reason(w.id):  # asking it would only wait: nothing runs there
+                skipped.append({"worker": w.id, "reason": busy})
+                continue
             try:
                 if link is not None and link.stopped:
                     await self.leases.continue_stopped(link)
@@ -220,6 +230,9 @@ class Control:
 
         async def one(w: Worker) -> None:
             who = {"worker": w.id, "rank": w.rank}
+            if busy := self.hostages.busy_reason(w.id):
+                res["skipped"].append(dict(who, reason=busy))
+                return
             link = self.leases.get(w.id)
             if link is None and w.agent:
                 # Paused at a cluster breakpoint and no session on it: the broker opens the link

@@ -40,6 +40,9 @@ class WorkerTable:
         """`workers_json()`, made once per recompute: at 1,000 workers GET /v1/workers and each
         stream event would otherwise convert every worker again (bench/registry_scale.py)."""
         self._published: list[dict] | None = None
+        self.busy: dict[str, dict] = {}
+        """Worker id → {what, since, expression} while an evaluate holds it (workers/hostage.py)."""
+        hub.on("busy", self._on_busy)
         hub.on("link", self._on_link)
         hub.on("crash-filed", lambda _rec: self.recompute())
 
@@ -86,6 +89,14 @@ class WorkerTable:
             out.append(rep)
         return out
 
+    def _on_busy(self, change: dict) -> None:
+        """An evaluate holds a worker, or let it go: {worker, busy (None: free)}."""
+        if change.get("busy"):
+            self.busy[change["worker"]] = change["busy"]
+        else:
+            self.busy.pop(change["worker"], None)
+        self.recompute()
+
     def _on_link(self, change: dict) -> None:
         """A link's stop state changed: {worker, stopped, paused_at}."""
         if change.get("stopped"):
@@ -109,6 +120,7 @@ class WorkerTable:
                 rec = self.crashes.latest_for(w.id)
                 w.crash = rec.id if rec is not None else None
             w.gpu_memory = self.gpu.summary(w.id)
+            w.busy = self.busy.get(w.id) if w.state != "exited" else None  # type: ignore[assignment]
             self._time_the_pause(w)
         for wid in set(self._paused_since) - {w.id for w in workers if w.state == "paused"}:
             del self._paused_since[wid]
