@@ -1,7 +1,10 @@
 """The broker's doors hold against clients that hog them (#23): DAP messages bounded before an
 attach, a body that never comes, a connection that says nothing or never attaches, too many
-connections, a stream client that falls behind. Real sockets on loopback, the broker's own
-framing, front door, switch and hub; time bounds shrunk for the test through the settings."""
+connections, a stream client that falls behind; and (#37) every open connection counted, a
+half-sent request head closed, requests before an attach and unread output bounded, the session's
+own method names answered "unknown command". Real sockets on loopback, the broker's own framing,
+front door, switch and hub; time bounds shrunk for the test through the settings (the same
+floods against a real broker process: tests/python/integration/test_broker_floods.py)."""
 
 from __future__ import annotations
 
@@ -120,3 +123,126 @@ def test_the_registry_hears_of_watchers_only_when_the_first_comes_or_the_last_go
     hub.unsubscribe(queues[-1])
     hub.subscribe()
     assert told == [True, False, True]
+
+
+# --- #37: every connection counted, a header timeout, bounds before attach, a dispatch table ---
+
+
+@pytest.fixture
+async def both_port(monkeypatch):
+    """The switch with a real aiohttp app (GET /v1/ping) and the front door, a gate of 3 that
+    vouches for the token `T`*40, the header timeout shrunk to 0.5 s."""
+    from aiohttp import web
+
+    monkeypatch.setattr(oneport, "HTTP_HEADER_TIMEOUT_S", 0.5)
+    app = web.Application()
+    app.router.add_get("/v1/ping", lambda _: web.json_response({"pong": True}))
+    runner = web.AppRunner(app, keepalive_timeout=30)
+    await runner.setup()
+    token = "T" * 40
+    door = DapFrontDoor(token, "/state/token", Table(), None, None, None)
+    gate = Gate(most=3, vouch=lambda head: oneport.bearer_in(head, token))
+    door.gate = gate
+    server = await serve_one_port(runner.server, door.handle, "127.0.0.1", 0, gate)
+    yield server.sockets[0].getsockname()[1], gate, token
+    server.close()
+    await runner.cleanup()
+
+
+async def get_ping(port: int, token: str | None = None):
+    """A keep-alive connection that made one request: (reader, writer), still open."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    writer.write(f"GET /v1/ping HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 200")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    await reader.readexactly(length)
+    return reader, writer
+
+
+async def test_every_open_connection_counts_and_the_oldest_unproven_makes_room(both_port):
+    port, gate, token = both_port
+    proven = await get_ping(port, token)  # the oldest, but it sent the token
+    plain = await get_ping(port)
+    half_r, half_w = await asyncio.open_connection("127.0.0.1", port)
+    half_w.write(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\n")  # its head never ends
+    while gate.open < 3:
+        await asyncio.sleep(0.01)
+    newcomer = await get_ping(port)  # full: the half-sent one goes first, then the plain one
+    assert await asyncio.wait_for(half_r.read(), 5) == b"" and gate.open == 3
+    last = await get_ping(port)
+    assert await asyncio.wait_for(plain[0].read(), 5) == b"" and gate.evicted == 2
+    for r, w in (proven, newcomer, last):
+        assert not r.at_eof()
+        w.close()
+
+
+async def test_a_gate_full_of_proven_connections_turns_the_newcomer_away(both_port):
+    port, gate, token = both_port
+    held = [await get_ping(port, token) for _ in range(3)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert await asyncio.wait_for(reader.read(), 5) == b"" and gate.refused == 1
+    for r, w in held:
+        assert not r.at_eof()
+        w.close()
+    writer.close()
+
+
+async def test_a_half_sent_request_head_is_closed_after_the_header_timeout(both_port):
+    port, _, _ = both_port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /v1/ping HTTP/1.1\r\nHost: x\r\nX-Slow: 1")  # then nothing
+    got = await asyncio.wait_for(reader.read(), 5)
+    assert got.startswith(b"HTTP/1.1 408") and b'"hint"' in got
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /v1/ping HTTP/1.1\r\n" + b"X-Long: y\r\n" * 4000)  # over 32 KiB, no end
+    assert (await asyncio.wait_for(reader.read(), 5)).startswith(b"HTTP/1.1 431")
+
+
+async def test_names_of_the_session_are_unknown_commands_without_a_traceback(door_port, caplog):
+    port, _ = door_port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    names = ["on", "__init__", "_handle", "initialize_request", "on_request", "respond", "run", "threads"]
+    for seq, name in enumerate(names, 1):
+        writer.write(frame({"seq": seq, "type": "request", "command": name}))
+    for name in names:
+        answer = await asyncio.wait_for(read_message(reader), 5)
+        assert answer["command"] == name and answer["success"] is False
+        expected = "needs an attached worker" if name == "threads" else "unknown command"
+        assert expected in answer["message"], answer
+    writer.close()
+    assert "Traceback" not in caplog.text and not [r for r in caplog.records if r.exc_info]
+
+
+async def test_requests_before_attach_past_the_bound_close_the_connection(door_port, monkeypatch):
+    monkeypatch.setattr(dap_front, "DAP_REQUESTS_BEFORE_ATTACH", 5)
+    port, _ = door_port
+    flood = b"".join(frame({"seq": i, "type": "request", "command": "threads"}) for i in range(1, 21))
+    answers = await closed_by_broker(port, flood)
+    assert answers.count(b'"type":"response"') == 5  # then dropped, the rest unread
+
+
+async def test_output_a_client_does_not_read_is_bounded_then_the_connection_is_dropped():
+    from raysleuth.dap.channel import DapChannel
+
+    ended: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def serve(reader, writer):
+        channel = DapChannel(reader, writer, name="bounded", queue_events=False).start()
+        channel.bound(None, unsent=256 * 1024)
+        # Many senders at once (the worker's events, each in a task of its own): each writes,
+        # then waits for the peer to take the bytes; one waiting sender alone would hold 64 KiB.
+        sent = await asyncio.gather(*(channel.event("output", {"output": "x" * 10_000}) for _ in range(1000)))
+        ended.set_result((sum(sent), channel.close_reason, writer.transport.get_write_buffer_size()))
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and it never reads
+    sock.connect(server.sockets[0].getsockname())
+    try:
+        sent, reason, _ = await asyncio.wait_for(ended, 10)
+        assert reason and "has not read" in reason and sent < 500  # 256 KiB + the kernel's, not 10 MB
+    finally:
+        sock.close()
+        server.close()
