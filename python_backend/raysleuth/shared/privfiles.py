@@ -30,6 +30,11 @@ _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 STATE_DIR_HINT = "Use a state dir of your own: --state-dir DIR or RAYSLEUTH_STATE_DIR."
 
 
+class NotOursError(SleuthError, OSError):
+    """A folder or file that is a link or another user's, where one of ours must be: a
+    SleuthError (the CLI prints it) that callers writing files also catch as an OSError."""
+
+
 def create_exclusive(path: Path | str, append: bool = True) -> int:
     """A new file at `path`, 0600, opened for writing: O_CREAT|O_EXCL|O_NOFOLLOW, so a file or
     link someone put there first is never opened (FileExistsError)."""
@@ -64,8 +69,8 @@ def private_dir(path: Path | str) -> Path:
     return path
 
 
-def _refuse_dir(path: Path, why: str) -> SleuthError:
-    return SleuthError(f"Cannot use {path}: {why}.", STATE_DIR_HINT)
+def _refuse_dir(path: Path, why: str) -> NotOursError:
+    return NotOursError(f"Cannot use {path}: {why}.", STATE_DIR_HINT)
 
 
 def _open_dir_chain(path: Path) -> int:
@@ -121,7 +126,7 @@ def open_private_append(path: Path | str):
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            raise SleuthError(
+            raise NotOursError(
                 f"{path} is not a plain file of yours (uid {st.st_uid}).",
                 "Delete it (it is made again) or use another --state-dir.",
             )
@@ -216,6 +221,8 @@ def secure_state_dir(path: Path) -> list[str]:
     check_state_dir(path)
     try:
         fd = _open_dir_chain(path)
+    except NotOursError:
+        raise
     except OSError as exc:
         raise SleuthError(
             f"Cannot make the state dir {path}: {exc.strerror or exc}.",

@@ -242,3 +242,13 @@ def test_files_are_created_exclusively_never_through_what_was_there(tmp_path):
     write_private(tmp_path / "new", "x")
     assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "planted", "target"]  # no tmp left
+
+
+def test_a_crash_record_under_a_linked_crashes_folder_is_not_written_there(tmp_path):
+    """The crash store catches OSError: a refused folder is one too (logged, nothing written)."""
+    sd, outside = tmp_path / "state", tmp_path / "outside"
+    sd.mkdir(mode=0o700)
+    outside.mkdir(mode=0o755)
+    (sd / "crashes").symlink_to(outside)
+    CrashStore(sd).add({"kind": "exception", "exc_type": "ValueError", "frames": []})
+    assert list(outside.iterdir()) == []
