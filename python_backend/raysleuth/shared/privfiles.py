@@ -63,7 +63,7 @@ def write_private(path: Path | str, text: str | bytes) -> None:
 def private_dir(path: Path | str) -> Path:
     """`path` (and missing parents) made as 0700, each created folder opened without following a
     link and checked to be ours; an existing `path` must be a folder of ours, not a link
-    (SleuthError otherwise). An existing one keeps its mode."""
+    (NotOursError otherwise; OSError where it cannot be made). An existing one keeps its mode."""
     path = Path(path)
     os.close(_open_dir_chain(path))
     return path
@@ -87,7 +87,7 @@ def _open_dir_chain(path: Path) -> int:
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(top):
             raise _refuse_dir(top, "it is a symbolic link") from None
-        raise _refuse_dir(top, exc.strerror or str(exc)) from None
+        raise
     try:
         if top == path:
             _check_ours(fd, path)
@@ -137,15 +137,20 @@ def open_private_append(path: Path | str):
     return os.fdopen(fd, "ab")
 
 
+def _show(path: object) -> str:
+    """A path for a message: control characters escaped (a link's target is anyone's text)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
+
+
 def _unsafe_folder(path: str, st: os.stat_result) -> str | None:
     """Why another user could swap what `path` (a folder, or a link to one) holds, else None."""
     uid = os.getuid()
     if st.st_uid not in (0, uid):
         kind = "link" if stat.S_ISLNK(st.st_mode) else "folder"
-        return f"the {kind} {path} above it belongs to uid {st.st_uid}"
+        return f"the {kind} {_show(path)} above it belongs to uid {st.st_uid}"
     if stat.S_ISDIR(st.st_mode) and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         if not st.st_mode & stat.S_ISVTX:  # sticky (/tmp): others cannot rename our entries
-            return f"others can write the folder {path} above it ({stat.filemode(st.st_mode)})"
+            return f"others can write the folder {_show(path)} above it ({stat.filemode(st.st_mode)})"
     return None
 
 
@@ -189,9 +194,9 @@ def check_state_dir(path: Path) -> None:
         ) from exc
     if stat.S_ISLNK(st.st_mode):
         raise SleuthError(
-            f"The state dir {path} is a symbolic link (to {os.readlink(path)}); Ray Sleuth follows "
-            "no link, since the folder it points at would be made private and written.",
-            f"Pass the folder itself (--state-dir {os.path.realpath(path)}) if it is yours, "
+            f"The state dir {path} is a symbolic link (to {_show(os.readlink(path))}); Ray Sleuth "
+            "follows no link, since the folder it points at would be made private and written.",
+            f"Pass the folder itself (--state-dir {_show(os.path.realpath(path))}) if it is yours, "
             "or a new --state-dir.",
         )
     if not stat.S_ISDIR(st.st_mode):
