@@ -1,14 +1,20 @@
 // raySleuth.evaluateAll: evaluates one expression in every paused worker
 // (POST /v1/evaluate) and shows rank → value in a webview panel, the values
-// that differ from the majority highlighted.
+// that differ from the majority highlighted. An expression the broker refuses
+// as unbounded is sent again with `force` only after a modal "Run anyway"; a
+// worker an evaluate left busy (C code holds its GIL) is offered "End worker".
 import * as vscode from "vscode";
 import { log } from "../common/log";
 import * as vsapi from "../common/vscodeapi";
 import type { BrokerAccess } from "../broker/brokerConnection";
+import type { BrokerClient } from "../broker/brokerClient";
+import { EvaluateAnswer, busyRows, busyText, evaluateBody, forceableRefusal } from "./evaluateGuard";
 import { evaluateHtml } from "./html";
 import { EvaluateRow, evaluateRows } from "./resultTables";
 
 export const EVALUATE_VIEW_TYPE = "raySleuth.evaluate";
+const RUN_ANYWAY = "Run anyway";
+const END_WORKER = "End worker";
 
 export class EvaluateService implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
@@ -23,17 +29,64 @@ export class EvaluateService implements vscode.Disposable {
     if (!client) {
       return undefined;
     }
-    let rows: EvaluateRow[];
+    let answers: EvaluateAnswer[] | undefined;
     try {
-      rows = evaluateRows(await client.evaluate(expression, ranks));
+      answers = await this.send(client, expression, ranks);
     } catch (err) {
       void vsapi.showErrorMessage(`Ray Sleuth: evaluating "${expression}" failed: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
     }
+    if (!answers) {
+      return undefined;
+    }
+    const rows = evaluateRows(answers);
     log.info(`Evaluated "${expression}" on ${rows.length} paused worker(s)`);
     this.last = { expression, rows };
     this.show(expression, rows);
+    void this.offerToEnd(client, answers);
     return rows;
+  }
+
+  /** POST /v1/evaluate; a refusal as unbounded asks before sending it again with `force` (undefined: not sent). */
+  private async send(client: BrokerClient, expression: string, ranks?: number[]): Promise<EvaluateAnswer[] | undefined> {
+    try {
+      return await client.requestJson<EvaluateAnswer[]>("POST", "/v1/evaluate", evaluateBody(expression, ranks, false));
+    } catch (err) {
+      const refused = forceableRefusal(err);
+      if (!refused) {
+        throw err;
+      }
+      const picked = await vscode.window.showWarningMessage(`Ray Sleuth: ${refused.error}`, { modal: true, detail: refused.hint }, RUN_ANYWAY);
+      if (picked !== RUN_ANYWAY) {
+        return undefined;
+      }
+      log.warn(`Evaluating "${expression}" anyway (force), as the user chose`);
+      return client.requestJson<EvaluateAnswer[]>("POST", "/v1/evaluate", evaluateBody(expression, ranks, true));
+    }
+  }
+
+  /** A worker the evaluate left busy: offered to end it (POST /v1/workers/{id}/kill), after a modal confirmation. */
+  private async offerToEnd(client: BrokerClient, answers: readonly EvaluateAnswer[]): Promise<void> {
+    for (const row of busyRows(answers)) {
+      const picked = await vsapi.showWarningMessage(`Ray Sleuth: ${busyText(row)}.`, END_WORKER);
+      if (picked !== END_WORKER) {
+        continue;
+      }
+      const sure = await vscode.window.showWarningMessage(
+        `End worker ${row.worker.slice(0, 8)}${row.rank === null ? "" : ` (rank ${row.rank})`}?`,
+        { modal: true, detail: "Its process is killed (SIGKILL): Ray fails its task or restarts its actor, as after a crash." },
+        END_WORKER,
+      );
+      if (sure !== END_WORKER) {
+        continue;
+      }
+      try {
+        await client.requestJson("POST", `/v1/workers/${encodeURIComponent(row.worker)}/kill`, {});
+        void vsapi.showInformationMessage(`Ray Sleuth: ended worker ${row.worker.slice(0, 8)}.`);
+      } catch (err) {
+        void vsapi.showErrorMessage(`Ray Sleuth: ending worker ${row.worker.slice(0, 8)} failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
   }
 
   /**

@@ -7,7 +7,7 @@ export function makeWorker(over: Partial<WorkerInfo> = {}): WorkerInfo {
     id: "w0", pid: 100, node_id: "n1", node_ip: "10.0.0.1", job_id: "01000000", actor_id: null, actor_class: null,
     actor_name: null, task: null, rank: null, local_rank: null, world_size: null, gpu_ids: [], state: "running",
     paused_at: null, agent: true, python: "3.12.4", last_seen: 1_700_000_000, cwd: null, armed: [], crash: null,
-    held_until: null, gpu_memory: null, deadlines: [], paused_since: null, deadline: null,
+    held_until: null, gpu_memory: null, deadlines: [], paused_since: null, deadline: null, busy: null,
     ...over,
   };
 }
