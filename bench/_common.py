@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,12 +30,16 @@ def cluster_with_broker(num_cpus: int = 4):
         log_to_driver=False,
         logging_level="ERROR",
     )
-    broker = start_broker(Path(temp) / "state", address=ray.get_runtime_context().gcs_address)
+    # A folder of its own: Ray opens its temp dir to everyone (0777), and a state dir below a
+    # folder others can write is refused (#37).
+    state = tempfile.mkdtemp(prefix="rs-bench-state-", dir="/tmp")
+    broker = start_broker(Path(state), address=ray.get_runtime_context().gcs_address)
     try:
         yield broker
     finally:
         broker.stop()
         ray.shutdown()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def report(name: str, result: dict, targets: dict[str, float]) -> None:
