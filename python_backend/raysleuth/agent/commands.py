@@ -89,7 +89,7 @@ INTERRUPT_GRACE_S = 0.5
 
 
 class EvaluateInterrupted(BaseException):
-    """Raised into an evaluate's own thread once it outlasts its budget (a BaseException, so that
+    """Raised in an evaluate's own thread once it outlasts its budget (a BaseException, so that
     the user's `except Exception` does not swallow it)."""
 
 
@@ -98,8 +98,8 @@ def _still_running(budget: float, fate: str) -> str:
         tail = "interrupted (its Python code was stopped); the worker takes a continue and other evaluates"
     else:
         tail = (
-            "it is inside a C call that releases the GIL (a sleep, I/O, a lock) and was asked to stop"
-            " when that returns; the worker takes a continue and other evaluates meanwhile"
+            "it is inside a C call that releases the GIL (a sleep, I/O, a lock) and stops at the next"
+            " line of Python after it; the worker takes a continue and other evaluates meanwhile"
         )
     return f"still running after {budget:g} s: {tail}"
 
@@ -109,31 +109,30 @@ def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, o
     (True, value, None), (True, None, exception), or (False, None, "interrupted" | "runs on")
     when it still runs after `budget` s.
 
-    Then an `EvaluateInterrupted` is raised into that thread (PyThreadState_SetAsyncExc). It can
-    land in no other thread: it is set under a lock that the thread holds while it evaluates and
-    takes before it leaves, so its id cannot belong to another thread by then; an exception set
-    just as the expression ended goes off inside `run` (at `_settle`), never in threading's own
-    code. Python code stops at its next bytecode; a C call that releases the GIL (sleep, I/O)
-    stops when it returns ("runs on"); one that holds it (`sum(range(10**12))`) lets no thread
-    of the worker run, this one included: the broker answers for the worker then."""
+    The thread traces itself (its own `sys.settrace`, nobody else's thread): past the budget its
+    next line or call of Python raises `EvaluateInterrupted` there, and again at each one after
+    if the expression catches it. No exception is raised into it from outside: with debugpy in
+    the worker, CPython 3.11's PyThreadState_SetAsyncExc left every thread that released the GIL
+    waiting until the target thread ran Python again (measured: a 0.1 s sleep of another thread
+    took 3 s). Python code stops at once ("interrupted"); a C call that releases the GIL (sleep,
+    I/O) stops when it returns ("runs on"); one that holds it (`sum(range(10**12))`) lets no
+    thread of the worker run, this one included: the broker answers for the worker then."""
     box: dict = {}
-    guard = threading.Lock()
-    state = {"evaluating": True}
+    stop = threading.Event()
+
+    def tracer(frame, event, arg):
+        if stop.is_set():
+            raise EvaluateInterrupted
+        return tracer
 
     def run() -> None:
         try:
-            try:
-                box["value"] = eval(
-                    compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals
-                )  # noqa: S307
-            except BaseException as exc:  # noqa: BLE001 - whatever it raised is the answer
-                box["error"] = exc
-            finally:
-                with guard:
-                    state["evaluating"] = False
-            _settle()
-        except EvaluateInterrupted:  # set as it ended: nothing to stop any more
-            pass
+            _settrace(tracer)
+            box["value"] = eval(compile(expression, "<evaluate>", "eval"), frame.f_globals, frame.f_locals)  # noqa: S307
+        except BaseException as exc:  # noqa: BLE001 - whatever it raised is the answer
+            box["error"] = exc
+        finally:
+            _settrace(None)
 
     thread = threading.Thread(target=run, name="raysleuth-evaluate", daemon=True)
     hide_from_debugger(thread)  # debugpy, which holds the paused program, must not suspend it
@@ -141,22 +140,16 @@ def bounded_eval(expression: str, frame, budget: float) -> tuple[bool, object, o
     thread.join(budget)
     if not thread.is_alive():
         return True, box.get("value"), box.get("error")
-    with guard:
-        if state["evaluating"] and thread.ident is not None:
-            _raise_in(thread.ident, EvaluateInterrupted)
+    stop.set()
     thread.join(INTERRUPT_GRACE_S)
     return False, None, "runs on" if thread.is_alive() else "interrupted"
 
 
-def _settle() -> None:
-    """A Python call: an exception raised into this thread goes off here at the latest."""
-
-
-def _raise_in(ident: int, exc_type: type[BaseException]) -> bool:
-    import ctypes
-
-    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
-    return n == 1
+def _settrace(fn) -> None:
+    """This thread's trace function, set past debugpy's wrapper of `sys.settrace` (which warns)."""
+    holder = getattr(sys.modules.get("pydevd_tracing"), "TracingFunctionHolder", None)
+    original = getattr(holder, "_original_tracing", None)
+    (original or sys.settrace)(fn)
 
 
 def stacks() -> dict:

@@ -77,10 +77,21 @@ def test_the_agent_answers_before_the_broker_stops_waiting():
 
 
 def test_a_python_level_evaluate_is_interrupted_at_its_budget_and_its_thread_ends():
-    """#37: past its budget an evaluate of Python code is stopped (an exception raised into its own
-    thread), so nothing of it runs on: an endless generator, CPU-bound and sleeping."""
+    """#37: past its budget an evaluate of Python code is stopped (its own thread's trace function
+    raises at its next line), so nothing of it runs on: an endless generator, CPU-bound and
+    sleeping; and one that catches the interrupt is interrupted again."""
     fr = frame_with(time=time)
-    for expr in ("any(x for x in iter(int, 1))", "any(time.sleep(0.05) for _ in iter(int, 1))"):
+    stubborn = "any(f() for _ in iter(int, 1))"
+
+    def f():
+        try:
+            time.sleep(0.01)
+        except BaseException:  # noqa: BLE001 - what a careless expression does
+            return False
+        return False
+
+    fr.f_globals["f"] = f
+    for expr in ("any(x for x in iter(int, 1))", "any(time.sleep(0.05) for _ in iter(int, 1))", stubborn):
         before = {t.ident for t in threading.enumerate()}
         t0 = time.monotonic()
         assert bounded_eval(expr, fr, 0.3) == (False, None, "interrupted")
@@ -89,8 +100,8 @@ def test_a_python_level_evaluate_is_interrupted_at_its_budget_and_its_thread_end
 
 
 def test_an_interrupt_never_reaches_code_after_the_evaluate():
-    """An evaluate that ends just as its budget runs out: the exception raised into its thread, if
-    any, goes off inside the wrapper, never in the caller's thread or threading's code."""
+    """An evaluate that ends just as its budget runs out: the interrupt, if any, goes off inside
+    its own thread's wrapper, never in the caller's thread or threading's code."""
     import sys as _sys
 
     hooks = []
@@ -199,3 +210,28 @@ async def test_a_late_answer_frees_a_busy_worker():
             break
         await asyncio.sleep(0.01)
     assert control.hostages.busy == {}
+
+
+def test_with_debugpy_listening_an_evaluate_left_in_c_stalls_no_other_thread():
+    """The interrupt stays inside the evaluate's own thread: with debugpy listening (as in a worker
+    the editor attached to), an evaluate left sleeping in C must not hold up another thread's
+    sleep or the next evaluate (an exception raised into it from outside did, for seconds)."""
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys, time, debugpy
+        debugpy.listen(("127.0.0.1", 0))
+        from raysleuth.agent.commands import bounded_eval
+        fr = sys._getframe()
+        print(bounded_eval("time.sleep(4)", fr, 0.3)[2])
+        t = time.monotonic(); time.sleep(0.1); print(round(time.monotonic() - t, 2))
+        t = time.monotonic(); print(bounded_eval("2 + 2", fr, 2)[:2], round(time.monotonic() - t, 2))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    fate, slept, last = out.stdout.splitlines()[:3]
+    answer, took = last.rsplit(" ", 1)
+    assert fate == "runs on", out
+    assert float(slept) < 0.5 and answer == "(True, 4)" and float(took) < 0.5, out
