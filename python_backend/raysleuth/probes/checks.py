@@ -75,25 +75,97 @@ def _raylet_env(key: str) -> str | None:
         return os.environ.get(key)
 
 
-def _agent() -> dict:
-    pth = os.path.join(sysconfig.get_paths()["purelib"], "raysleuth.pth")
-    has_pth = os.path.exists(pth)
-    env = _raylet_env("RAYSLEUTH")
-    if has_pth and env == "1":
-        return check("agent", "ok", "workers start the agent: RAYSLEUTH=1 and raysleuth.pth are here")
-    if has_pth:
+HOOK_PROBE = """
+import json, os, sys
+ran = "raysleuth._activate" in sys.modules
+given = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))  # never site dirs by themselves
+pth = [p for p in sys.path if p and os.path.isfile(os.path.join(p, "raysleuth.pth"))]
+pth.sort(key=lambda p: p in given)
+print(json.dumps({"ran": ran, "pth": pth}))
+"""
+"""Run by this node's Python with RAYSLEUTH=1, as a worker starts: whether raysleuth.pth ran at
+start-up (it imports raysleuth._activate, which starts nothing outside a Ray worker), and where
+raysleuth.pth lies on the path."""
+
+
+def hook_at_startup(python: str | None = None, timeout: float = 30.0) -> dict:
+    """{ran, pth: [folders], error}: what a fresh `python` does with the start-up hook. Asked of
+    the interpreter itself, so every way it can be installed counts: the interpreter's
+    site-packages, the user's site dir, a folder added by `site.addsitedir` (a .pth that reaches
+    another virtualenv's packages), a `sitecustomize`."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, RAYSLEUTH="1")
+    try:
+        out = subprocess.run(
+            [python or sys.executable, "-c", HOOK_PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=tempfile.gettempdir(),  # not the worker's folder: nothing there shadows a module
+        )
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        errors = [ln for ln in out.stderr.splitlines() if "raysleuth" in ln or "Error processing" in ln]
+        return {"ran": bool(found["ran"]), "pth": list(found["pth"]), "error": "; ".join(errors[:2]) or None}
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run says so
+        return {"ran": False, "pth": [], "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _where(folder: str) -> str:
+    """How a folder holding raysleuth.pth is a site dir of this Python, in words."""
+    import site
+
+    norm = os.path.realpath(folder)
+    if norm == os.path.realpath(sysconfig.get_paths()["purelib"]):
+        return f"raysleuth.pth in the interpreter's site-packages ({folder})"
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user and norm == os.path.realpath(user):
+        return f"raysleuth.pth in the user's site dir ({folder})"
+    return f"raysleuth.pth in {folder}, a site dir added by site.addsitedir"
+
+
+def _agent(env=None, probe=None) -> dict:
+    """How the agent gets into this node's workers: the start-up hook as this node's Python runs
+    it (`probe()`: hook_at_startup), and RAYSLEUTH in the raylet's environment (`env(key)`)."""
+    env = env or _raylet_env
+    found = (probe or hook_at_startup)()
+    purelib = sysconfig.get_paths()["purelib"]
+    flag = env("RAYSLEUTH")
+    if found["ran"]:
+        where = (
+            _where(found["pth"][0]) if found["pth"] else "a start-up hook outside sys.path (sitecustomize?)"
+        )
+        if flag == "1":
+            return check("agent", "ok", f"workers start the agent: RAYSLEUTH=1, {where}")
         return check(
             "agent",
             "warn",
-            f"RAYSLEUTH is {env!r} in this node's workers: only jobs that ask for the agent get it",
+            f"{where}, but RAYSLEUTH is {flag!r} in this node's workers: only jobs that ask for the "
+            "agent get it",
             "Start Ray with RAYSLEUTH=1 in its environment, or pass runtime_env="
             '{"worker_process_setup_hook": "raysleuth.agent.setup"} to ray.init.',
+        )
+    if found["pth"]:
+        return check(
+            "agent",
+            "fail",
+            f"raysleuth.pth is in {found['pth'][0]}, but Python does not run it at start-up"
+            + (f" ({found['error']})" if found["error"] else ": that folder is on sys.path, not a site dir"),
+            f"Add a .pth file to {purelib} with the line: import site; site.addsitedir("
+            f"{found['pth'][0]!r}) (a plain path line does not run the .pth files there), or pip "
+            "install raysleuth into this Python.",
         )
     return check(
         "agent",
         "fail",
-        f"raysleuth's start-up hook is not installed in {sysconfig.get_paths()['purelib']}",
-        "pip install raysleuth into the Python that runs Ray on this node.",
+        f"raysleuth's start-up hook is not installed for {sys.executable} (no raysleuth.pth in its "
+        f"site dirs: {purelib} or one added by site.addsitedir)"
+        + (f"; {found['error']}" if found["error"] else ""),
+        "pip install raysleuth into the Python that runs Ray on this node, or pass runtime_env="
+        '{"worker_process_setup_hook": "raysleuth.agent.setup"} to ray.init.',
     )
 
 

@@ -159,3 +159,95 @@ def test_the_pause_timeouts_check_says_how_long_a_train_worker_may_stay_paused()
     assert unset["status"] == "info" and "600 s" in unset["detail"] and TRAIN_HEALTH_ENV in unset["hint"]
     set_ = _pause_timeouts({TRAIN_HEALTH_ENV: "3600"}.get)
     assert f"{TRAIN_HEALTH_ENV}=3600" in set_["detail"] and "timeout=" in set_["hint"]
+
+
+def site_dir_venv(tmp_path: Path) -> Path:
+    """A real virtualenv in `tmp_path` that reaches this one's packages (raysleuth, its hook) only
+    through a .pth calling site.addsitedir, as users point a job's virtualenv at a shared one."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAYSLEUTH")}
+    alone = subprocess.run([str(python), "-c", "import raysleuth"], env=env, capture_output=True, timeout=60)
+    assert alone.returncode != 0  # not reachable until the site dir is added
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "reach_shared.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return python
+
+
+AGENT_CHECK = """
+import json
+from raysleuth.probes.checks import _agent
+print(json.dumps(_agent({"RAYSLEUTH": "1"}.get)))
+"""
+
+
+def test_doctor_finds_the_hook_in_a_site_dir_a_virtualenv_adds(tmp_path):
+    """Issue 38: every worker of such a virtualenv ran the agent, and doctor said FAIL "start-up
+    hook is not installed" (it looked for raysleuth.pth in the interpreter's own site-packages)."""
+    import sysconfig
+
+    python = site_dir_venv(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAYSLEUTH")}
+    out = subprocess.run(
+        [str(python), "-c", AGENT_CHECK], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    c = json.loads(out.stdout)
+    ours = sysconfig.get_paths()["purelib"]
+    assert c["status"] == "ok", c
+    assert c["detail"] == (
+        f"workers start the agent: RAYSLEUTH=1, raysleuth.pth in {ours}, a site dir added by site.addsitedir"
+    )
+
+
+def test_a_hook_on_the_path_that_python_never_runs_is_named_with_the_fix(tmp_path):
+    """raysleuth.pth in a folder on PYTHONPATH: on sys.path, but .pth files run only in site dirs."""
+    from raysleuth.probes.checks import _agent
+
+    found = {"ran": False, "pth": [str(tmp_path)], "error": None}
+    c = _agent({"RAYSLEUTH": "1"}.get, probe=lambda: found)
+    assert c["status"] == "fail" and "does not run it at start-up" in c["detail"]
+    assert f"site.addsitedir({str(tmp_path)!r})" in c["hint"]
+    missing = _agent({"RAYSLEUTH": "1"}.get, probe=lambda: {"ran": False, "pth": [], "error": None})
+    assert missing["status"] == "fail" and "start-up hook is not installed" in missing["detail"]
+    assert "worker_process_setup_hook" in missing["hint"]
+
+
+async def test_doctor_reports_what_the_workers_run_not_only_the_files():
+    """A node whose interpreter shows no hook, but whose workers all run the agent (here through
+    the runtime_env setup hook): "2 of 2 workers here run the agent", not a failure."""
+    from broker_fakes import FakeRelay, FakeRelays, FakeTable, Remote, worker
+
+    from raysleuth.broker.radar.doctor import Doctor
+
+    table = FakeTable([worker("w1"), worker("w2"), worker("w3", node_id="node2", agent=False)])
+    table.reports = [{"id": "w1", "agent_source": "setup_hook"}, {"id": "w2", "agent_source": "env"}]
+    relay = FakeRelay()
+    relay.doctor = Remote(
+        lambda t: [check("agent", "fail", "raysleuth's start-up hook is not installed", "h")]
+    )
+    report = await Doctor(table, FakeRelays(relay), lambda: ("127.0.0.1", "u", "d")).report()
+    [agent] = report["nodes"][0]["checks"]
+    assert agent["status"] == "ok" and report["ok"], agent
+    assert agent["detail"].endswith(
+        "; 2 of 2 workers here run the agent (1 through RAYSLEUTH=1 and raysleuth.pth, "
+        "1 through the runtime_env setup hook)"
+    )
+    workers = {c["check"]: c for c in report["broker"]}["workers"]
+    assert workers["status"] == "warn" and workers["detail"].startswith("2 of 3 workers run the agent")
+    table.reports = []
+    table._workers[1].agent = False  # one of node1's two runs no agent: still a finding there
+    [agent] = (await Doctor(table, FakeRelays(relay), lambda: ("127.0.0.1", "u", "d")).report())["nodes"][0][
+        "checks"
+    ]
+    assert (
+        agent["status"] == "warn"
+        and "1 of 2 workers here run the agent (1 through its agent)" in agent["detail"]
+    )
