@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -74,6 +76,14 @@ async def attach_and_leave(broker, worker_id: str) -> None:
     await s.close()
 
 
+def cli(broker, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "raysleuth", *args, "--broker", broker.http],
+        env={**os.environ, "RAYSLEUTH_TOKEN": broker.token, "RAYSLEUTH": "0"},
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+
+
 def audit_lines(broker) -> list[dict]:
     path = Path(broker.ready["token_file"]).parent / "audit.log"
     assert (path.stat().st_mode & 0o777) == 0o600
@@ -131,6 +141,11 @@ def test_an_evaluate_that_holds_the_gil_is_refused_then_answered_shown_busy_and_
         assert e["client"]["uid"] == os.getuid() and e["client"]["pid"] == os.getpid(), e
     point = [e for e in entries if e["action"] == "breakpoint" and e["expression"] == "step == 1"]
     assert point and point[-1]["line"] == LINE and point[-1]["scope"] == "rank 0-1", point
+    # `raysleuth audit` shows them, one escaped line each; `raysleuth list` showed the busy worker.
+    out = cli(broker, "audit", "--limit", "1000").stdout
+    assert f"evaluate (forced)  uid {os.getuid()}, pid {os.getpid()}  ranks 0  {HUGE}" in out, out
+    assert f"kill  uid {os.getuid()}, pid {os.getpid()}  ranks 0" in out, out
+    assert all(line.isprintable() for line in out.splitlines())
 
 
 def test_a_python_evaluate_past_its_budget_is_interrupted_and_the_worker_continues(client, broker, ranked):
