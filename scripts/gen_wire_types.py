@@ -34,6 +34,7 @@ OBJECTS: list[tuple[str, type, tuple[str, ...] | None]] = [
     ("GpuMemory", wire.GpuMemory, None),
     ("PauseDeadline", wire.PauseDeadline, None),
     ("WorkerBusy", wire.WorkerBusy, None),
+    ("WorkerRole", wire.WorkerRole, None),
     ("Worker", worker.Worker, None),
     ("CrashWorker", wire.CrashWorker, None),
     ("CrashFrame", wire.CrashFrame, None),

@@ -5,10 +5,10 @@
 // Its cases are shared with the Python parser: tests/scope_cases.json.
 import { formatRanks, parseRanks } from "../common/ranks";
 
-export type ScopeKind = "rank" | "node" | "actor" | "group";
+export type ScopeKind = "rank" | "node" | "actor" | "group" | "role";
 
 /** The spellings the broker accepts (raysleuth/scope.py, KINDS). */
-const KINDS: Record<string, ScopeKind> = { rank: "rank", ranks: "rank", node: "node", nodes: "node", actor: "actor", actors: "actor", group: "group", groups: "group" };
+const KINDS: Record<string, ScopeKind> = { rank: "rank", ranks: "rank", node: "node", nodes: "node", actor: "actor", actors: "actor", group: "group", groups: "group", role: "role", roles: "role" };
 
 const SCOPE_RE = /^\s*\[\s*([A-Za-z_]+)\s*([^\]]*)\]/;
 
@@ -59,8 +59,8 @@ export function rankScopeOf(condition: string | null | undefined): number[] | un
   return ranks;
 }
 
-/** The names a condition's node, actor or group scopes list ("[node a,b]" → ["a", "b"]), in order. */
-export function scopeNamesOf(condition: string | null | undefined, kind: "node" | "actor" | "group"): string[] {
+/** The names a condition's node, actor, group or role scopes list ("[node a,b]" → ["a", "b"]), in order. */
+export function scopeNamesOf(condition: string | null | undefined, kind: "node" | "actor" | "group" | "role"): string[] {
   return splitCondition(condition)
     .scopes.filter((s) => s.kind === kind)
     .flatMap((s) => s.arg.split(","))

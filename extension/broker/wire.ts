@@ -41,6 +41,14 @@ export interface WorkerBusy {
   expression: string;
 }
 
+/** A verl role a worker hosts (issue 38): `actor` of a `WorkerDict` or `FusedWorker_actor_critic`. */
+export interface WorkerRole {
+  /** The role's name as verl keys it: "actor", "critic", "actor_rollout", ... */
+  name: string;
+  /** The role's class, e.g. "ActorRolloutRefWorker"; null until the actor made it. */
+  class_name: string | null;
+}
+
 export interface Worker {
   /** Ray's worker id (hex). */
   id: string;
@@ -51,7 +59,7 @@ export interface Worker {
   actor_id: string | null;
   actor_class: string | null;
   actor_name: string | null;
-  /** Name of the task (or actor method) running now. */
+  /** Name of the task (or actor method) running now; for a verl role, the role's own method (`ActorRolloutRefWorker.update_actor`, not `WorkerDict.actor_rollout_update_actor`). */
   task: string | null;
   /** From raysleuth.set_rank(), RANK/LOCAL_RANK/WORLD_SIZE or Ray Train's context. */
   rank: number | null;
@@ -84,6 +92,12 @@ export interface Worker {
   deadline: PauseDeadline | null;
   /** An evaluate whose C code holds the worker's GIL ({what, since, expression}): it answers nothing until that ends; POST /v1/workers/{id}/kill ends the worker. */
   busy: WorkerBusy | null;
+  /** verl's worker group: its name prefix (`WG_PREFIX`, the head of verl's actor names `<prefix><Class>_<pg>:<local rank>`). Each group of a job has its own ranks 0..N-1. */
+  worker_group: string | null;
+  /** The verl roles it hosts ([{name, class_name}]; a `WorkerDict` or `FusedWorker_*` hosts several). */
+  roles: WorkerRole[];
+  /** The role running now (a role's name), or the only one it hosts. */
+  role: string | null;
 }
 
 /** The worker as it was at a crash (the worker object's fields; older records hold fewer). */
@@ -111,6 +125,8 @@ export interface CrashFrame {
   function?: string;
   /** Name → bounded repr of each local. */
   locals?: Record<string, string>;
+  /** A library's frame (verl's wrappers, Ray's executor, the standard library), not the user's: `model/frames.py`'s rule. */
+  library?: boolean;
 }
 
 /** One row of `GET /v1/crashes` (newest first). */

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 from raysleuth.agent import rank as rank_mod
 from raysleuth.agent.log import new_log_file, swallow
+from raysleuth.model import roles as roles_mod
 from raysleuth.shared import names
 
 _fault_log = None
@@ -57,6 +59,10 @@ class Identity:
         """{actor_id, actor_class, actor_name} once the actor's class is known (then fixed)."""
         self.own_actor = False
         """This process hosts one of Ray Sleuth's own actors: the agent stays out of it."""
+        self._class: type | None = None
+        """The actor's class object, once known (its roles are read from it)."""
+        self._roles: list[dict] | None = None
+        """The roles it hosts (model/roles.py), once every role's class is known."""
 
     @property
     def worker_id(self) -> str | None:
@@ -121,6 +127,7 @@ class Identity:
             for inst in list(getattr(ray_worker(), "actors", {}).values()):
                 kind = type(inst)
                 cls = getattr(kind, "__ray_actor_class__", kind).__name__
+                self._class = kind
         except Exception:  # noqa: BLE001 - private attribute; the broker fills it from Ray
             swallow("reading the actor's class from Ray's worker")
         if cls is None:
@@ -134,10 +141,70 @@ class Identity:
         self._actor = actor
         return actor
 
+    def roles(self) -> list[dict]:
+        """The verl roles this actor hosts ([] for an ordinary actor): names from its class,
+        each role's class once the actor's `__init__` made it (read again until all are known)."""
+        if self._roles is not None:
+            return self._roles
+        if self._class is None:
+            return []
+        inst = next(
+            (i for i in list(getattr(ray_worker(), "actors", {}).values()) if type(i) is self._class), None
+        )
+        found = roles_mod.roles_of(self._class, inst)
+        if not found or roles_mod.complete(found):
+            self._roles = found
+        return found
+
+    def worker_group(self) -> str | None:
+        """verl's worker group: its `WG_PREFIX`, else the prefix of its actor's name."""
+        actor = self._actor or {}
+        return roles_mod.worker_group_of(
+            actor.get("actor_class"), actor.get("actor_name"), os.environ.get(roles_mod.PREFIX_ENV)
+        )
+
+    def role_info(self, frame=None) -> dict:
+        """{worker_group, roles, role}: `role` is the role whose code runs in `frame`'s stack (a
+        hit's), else the only one it hosts; None while a worker of several runs none of them."""
+        hosted = self.roles()
+        role = hosted[0]["name"] if len(hosted) == 1 else None
+        if len(hosted) > 1 and frame is not None:
+            try:
+                role = roles_mod.role_in(frame, hosted)
+            except Exception:  # noqa: BLE001 - a frame we cannot read: not known
+                swallow("finding the role running now")
+        return {"worker_group": self.worker_group(), "roles": hosted, "role": role}
+
+    def running_call(self) -> dict | None:
+        """The role call some thread of a worker hosting several roles runs now: {role, task}."""
+        hosted = self.roles()
+        if len(hosted) < 2:
+            return None
+        me = threading.get_ident()
+        try:
+            for tid, frame in list(sys._current_frames().items()):
+                call = roles_mod.call_in(frame, hosted) if tid != me else None
+                if call is not None:
+                    return call
+        except Exception:  # noqa: BLE001 - the report goes on without it
+            swallow("reading the role call running now")
+        return None
+
+    def reported_roles(self) -> dict:
+        """What a report says of roles: {worker_group, roles, role[, role_call]}."""
+        info = self.role_info()
+        call = self.running_call()
+        if call is not None:
+            info["role_call"] = call
+            info["role"] = call["role"]
+        return info
+
     def current(self) -> dict:
-        """What a rank scope is matched against: node, actor and the rank as known now."""
+        """What a rank scope is matched against: node, actor, roles and the rank as known now.
+        Called from a hit's thread, `role` is the role whose code runs there."""
         info = dict(self.static or {})
         info.update(self.actor())
+        info.update(self.role_info(sys._getframe(1)))
         info["rank"] = rank_mod.resolve_rank().rank
         if self.static is not None:
             # A worker Ray started before a job claimed it read the nil job id at connect: its

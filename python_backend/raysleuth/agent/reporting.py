@@ -31,6 +31,7 @@ def build_report(identity: Identity, source: str, bp_version: str, trigger) -> d
     info = dict(identity.static or {})
     info["job_id"] = identity.job_id()
     info.update(identity.actor())
+    info.update(identity.reported_roles())  # verl roles and worker group (issue 38)
     r = rank_mod.resolve_rank()
     info.update(rank=r.rank, local_rank=r.local_rank, world_size=r.world_size, rank_source=r.source)
     info["gpu_ids"] = _gpu_ids()

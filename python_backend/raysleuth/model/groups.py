@@ -1,7 +1,9 @@
 """Rank groups (issue 27): named sets of workers the editor and the CLI act on together, as
 process groups in HPC debuggers. A group is ranks, worker ids, or an expression over a worker's
 fields (`rank % 8 == 0`, `node_ip == "10.0.0.5"`), optionally for one job; `all` and one group
-per job (`job-<id>`) always exist. Pure: membership is computed from the worker table.
+per job (`job-<id>`) always exist, and so does one per verl worker group and role the live
+workers carry (issue 38: `critic`, whose ranks are that group's 0..N-1). Pure: membership is
+computed from the worker table.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
+from raysleuth.model.roles import names_of
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import BadRequest
 
@@ -26,6 +29,8 @@ FIELDS = (
     "actor_name",
     "task",
     "state",
+    "worker_group",
+    "role",
 )
 _ALLOWED = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add,
@@ -108,6 +113,8 @@ def members(group: dict, workers: list[Worker]) -> list[Worker]:
         return [w for w in live if w.rank in wanted]
     if group.get("workers") is not None:
         return [w for w in live if any(w.id.startswith(i) for i in group["workers"])]
+    if group.get("worker_group"):
+        return [w for w in live if group["worker_group"] in worker_group_names(w)]
     if group.get("expression"):
         code = compile_expression(group["expression"])
         out = []
@@ -121,9 +128,32 @@ def members(group: dict, workers: list[Worker]) -> list[Worker]:
     return live
 
 
+def worker_group_names(w: Worker) -> set[str]:
+    """The names `[group X]` finds a worker by as a verl worker: its worker group (verl's name
+    prefix), its roles' names and classes."""
+    out = names_of(w.roles)
+    if w.worker_group:
+        out.add(w.worker_group)
+    return out
+
+
+def worker_group(name: str) -> dict:
+    """The built-in group of a verl worker group or role `name` (any job)."""
+    return {"name": name, "ranks": None, "workers": None, "expression": None, "job_id": None,
+            "worker_group": name}  # fmt: skip
+
+
 def builtin_groups(workers: list[Worker]) -> list[dict]:
-    """`all`, and one per job of the live workers."""
-    jobs = sorted({w.job_id for w in workers if w.live and w.job_id})
-    return [{"name": "all", "ranks": None, "workers": None, "expression": None, "job_id": None}] + [
-        {"name": f"job-{j}", "ranks": None, "workers": None, "expression": None, "job_id": j} for j in jobs
-    ]
+    """`all`, one per job of the live workers, and one per verl worker group and role name."""
+    live = [w for w in workers if w.live]
+    jobs = sorted({w.job_id for w in live if w.job_id})
+    listed = {n for w in live for n in [w.worker_group, *(r.get("name") for r in w.roles)] if n}
+    wgs = sorted(n for n in listed if NAME.match(n) and n != "all" and not n.startswith("job-"))
+    return (
+        [{"name": "all", "ranks": None, "workers": None, "expression": None, "job_id": None}]
+        + [
+            {"name": f"job-{j}", "ranks": None, "workers": None, "expression": None, "job_id": j}
+            for j in jobs
+        ]
+        + [worker_group(n) for n in wgs]
+    )

@@ -1,5 +1,6 @@
 """Rank scopes of cluster breakpoints: `[rank 0,2-3]`, `[node 3f2a]`, `[actor Learner]`,
-`[group stragglers]` (a rank group of `GET /v1/groups`, resolved by the broker when it hands the
+`[role critic]` (a verl role or worker group, model/roles.py), `[group stragglers]` (a rank group
+of `GET /v1/groups`, a verl worker group among them, resolved by the broker when it hands the
 point out).
 
 A condition may start with one or more scopes (all must hold), followed by an ordinary Python
@@ -17,6 +18,7 @@ import re
 from typing import NamedTuple
 
 from raysleuth.model.expr import is_expression
+from raysleuth.model.roles import names_of
 from raysleuth.shared.errors import BadRequest
 
 _SCOPE = re.compile(r"\s*\[\s*([A-Za-z_]+)\s*([^\]]*)\]")
@@ -29,6 +31,8 @@ KINDS = {
     "actors": "actor",
     "group": "group",
     "groups": "group",
+    "role": "role",
+    "roles": "role",
 }
 MAX_RANK = 1 << 20
 
@@ -49,10 +53,17 @@ class Scope(NamedTuple):
     """The named groups' definitions as the broker resolved them when it handed the point out
     (`{name, ranks, workers, expression, job_id}`, `missing: true` for a group that is gone);
     what an agent matches against. Empty in a point the broker has not resolved."""
+    roles: tuple = ()
+    """verl role names, role classes or worker groups (any of them); empty: any role."""
 
     def is_all(self) -> bool:
         return (
-            self.ranks is None and not self.nodes and not self.actors and not self.first and not self.groups
+            self.ranks is None
+            and not self.nodes
+            and not self.actors
+            and not self.first
+            and not self.groups
+            and not self.roles
         )
 
     def text(self) -> str | None:
@@ -64,6 +75,8 @@ class Scope(NamedTuple):
             parts.append("node " + ",".join(self.nodes))
         if self.actors:
             parts.append("actor " + ",".join(self.actors))
+        if self.roles:
+            parts.append("role " + ",".join(self.roles))
         if self.groups:
             parts.append("group " + ",".join(self.groups))
         if self.first:
@@ -78,6 +91,7 @@ class Scope(NamedTuple):
             "first": self.first,
             "groups": list(self.groups),
             "group_defs": list(self.group_defs),
+            "roles": list(self.roles),
         }
 
     @classmethod
@@ -91,21 +105,32 @@ class Scope(NamedTuple):
             bool(data.get("first")),
             tuple(data.get("groups") or ()),
             tuple(d for d in data.get("group_defs") or () if isinstance(d, dict)),
+            tuple(data.get("roles") or ()),
         )
 
     def match(self, worker) -> bool | None:
         """True or False for this worker (a Worker or an identity dict); None while its rank is
-        unknown and could still match."""
+        unknown and could still match, or while a worker hosting several verl roles runs
+        another role's code than the scope's (`role`: the role running now, where known)."""
         get = worker.get if isinstance(worker, dict) else (lambda k: getattr(worker, k, None))
         if self.nodes:
             node_id = str(get("node_id") or "")
             node_ip = str(get("node_ip") or "")
             if not any(node_id.startswith(n) or node_ip == n for n in self.nodes):
                 return False
+        not_now = False
         if self.actors:
             names = {get("actor_class"), get("actor_name")}
             if not names.intersection(self.actors):
+                held = _role_held(self.actors, get, classes_only=True)
+                if held is False:
+                    return False
+                not_now = held is None
+        if self.roles:
+            held = _role_held(self.roles, get, classes_only=False)
+            if held is False:
                 return False
+            not_now = not_now or held is None
         in_group: bool | None = True
         if self.groups:
             in_group = _in_any_group(self.group_defs, get)
@@ -115,11 +140,31 @@ class Scope(NamedTuple):
             rank = get("rank")
             if rank is None:
                 return None
-            return rank in self.ranks and in_group
-        if self.first:
+            out = rank in self.ranks and in_group
+        elif self.first:
             rank = get("rank")
-            return (rank is None or rank == 0) and in_group
-        return in_group
+            out = (rank is None or rank == 0) and in_group
+        else:
+            out = in_group
+        return None if out and not_now else out
+
+
+def _role_held(wanted: tuple, get, classes_only: bool) -> bool | None:
+    """Whether a worker hosts one of `wanted` (role classes; or role names, role classes and its
+    worker group): True, False, or None when it does but the role running now is another."""
+    hosted = [r for r in get("roles") or () if isinstance(r, dict)]
+    wanted_set = set(wanted)
+    if not classes_only and get("worker_group") in wanted_set:
+        return True
+    names = {r.get("class_name") for r in hosted} - {None} if classes_only else names_of(hosted)
+    if not names & wanted_set:
+        return False
+    now = get("role")
+    if now is None or len(hosted) < 2:
+        return True
+    current = [r for r in hosted if r.get("name") == now]
+    now_names = {r.get("class_name") for r in current} if classes_only else names_of(current)
+    return True if now_names & wanted_set else None
 
 
 def parse_ranks(text: str) -> frozenset:
@@ -165,6 +210,7 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
     nodes: list[str] = []
     actors: list[str] = []
     groups: list[str] = []
+    roles: list[str] = []
     pos = 0
     while True:
         m = _SCOPE.match(text, pos)
@@ -176,8 +222,8 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
                 break  # `[x for x in xs] == []`: a bracket that is no scope starts the Python part
             raise BadRequest(
                 f"unknown scope [{m.group(1)} …] in condition {condition!r}",
-                "A scope is [rank 0,2-3], [node <id prefix or IP>], [actor <class or name>]"
-                " or [group <name>].",
+                "A scope is [rank 0,2-3], [node <id prefix or IP>], [actor <class or name>],"
+                " [role <verl role or worker group>] or [group <name>].",
             )
         arg = m.group(2).strip()
         if not arg:
@@ -196,11 +242,15 @@ def split_condition(condition: str | None) -> tuple[Scope, str | None]:
                     )
                 if name not in groups:
                     groups.append(name)
+        elif kind == "role":
+            for name in (x.strip() for x in arg.split(",") if x.strip()):
+                if name not in roles:
+                    roles.append(name)
         else:
             actors.extend(x.strip() for x in arg.split(",") if x.strip())
         pos = m.end()
     rest = text[pos:].strip() or None
-    return Scope(ranks, tuple(nodes), tuple(actors), groups=tuple(groups)), rest
+    return Scope(ranks, tuple(nodes), tuple(actors), groups=tuple(groups), roles=tuple(roles)), rest
 
 
 _GROUP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
@@ -220,6 +270,12 @@ def _in_any_group(defs: tuple, get) -> bool | None:
                 continue
             if str(job) != g["job_id"]:
                 continue
+        if g.get("worker_group"):  # a verl worker group or role (broker/groups/book.py)
+            held = _role_held((g["worker_group"],), get, classes_only=False)
+            if held is True:
+                return True
+            unknown = unknown or held is None  # it hosts that role but runs another now
+            continue
         if g.get("ranks") is not None:
             rank = get("rank")
             if rank is None:

@@ -21,6 +21,15 @@ class PausedAt(TypedDict):
     reason: str | None
 
 
+class WorkerRole(TypedDict):
+    """A verl role a worker hosts (issue 38): `actor` of a `WorkerDict` or `FusedWorker_actor_critic`."""
+
+    #: The role's name as verl keys it: "actor", "critic", "actor_rollout", ...
+    name: str
+    #: The role's class, e.g. "ActorRolloutRefWorker"; null until the actor made it.
+    class_name: str | None
+
+
 class GpuMemory(TypedDict):
     """A worker's GPU memory from its NVML samples (all its GPUs)."""
 
@@ -79,6 +88,9 @@ class CrashFrame(TypedDict, total=False):
     function: str
     #: Name → bounded repr of each local.
     locals: dict[str, str]
+    #: A library's frame (verl's wrappers, Ray's executor, the standard library), not the
+    #: user's: `model/frames.py`'s rule.
+    library: bool
 
 
 class ArmedOn(TypedDict):

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import get_args
 
-from raysleuth.model.wire import GpuMemory, PausedAt, PauseDeadline, WorkerBusy, WorkerState
+from raysleuth.model.wire import GpuMemory, PausedAt, PauseDeadline, WorkerBusy, WorkerRole, WorkerState
 
 STATES: tuple[WorkerState, ...] = get_args(WorkerState)
 
@@ -25,7 +25,8 @@ class Worker:
     actor_class: str | None = None
     actor_name: str | None = None
     task: str | None = None
-    #: Name of the task (or actor method) running now.
+    #: Name of the task (or actor method) running now; for a verl role, the role's own method
+    #: (`ActorRolloutRefWorker.update_actor`, not `WorkerDict.actor_rollout_update_actor`).
     rank: int | None = None
     #: From raysleuth.set_rank(), RANK/LOCAL_RANK/WORLD_SIZE or Ray Train's context.
     local_rank: int | None = None
@@ -58,6 +59,13 @@ class Worker:
     busy: WorkerBusy | None = None
     #: An evaluate whose C code holds the worker's GIL ({what, since, expression}): it answers
     #: nothing until that ends; POST /v1/workers/{id}/kill ends the worker.
+    worker_group: str | None = None
+    #: verl's worker group: its name prefix (`WG_PREFIX`, the head of verl's actor names
+    #: `<prefix><Class>_<pg>:<local rank>`). Each group of a job has its own ranks 0..N-1.
+    roles: list[WorkerRole] = field(default_factory=list)
+    #: The verl roles it hosts ([{name, class_name}]; a `WorkerDict` or `FusedWorker_*` hosts several).
+    role: str | None = None
+    #: The role running now (a role's name), or the only one it hosts.
 
     @property
     def live(self) -> bool:

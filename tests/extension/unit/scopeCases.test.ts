@@ -13,6 +13,7 @@ interface ScopeCase {
   nodes?: string[];
   actors?: string[];
   groups?: string[];
+  roles?: string[];
   rest?: string | null;
   text?: string | null;
   error?: string;
@@ -46,6 +47,7 @@ describe("Rank scope: the shared case table (tests/scope_cases.json)", () => {
       assert.deepStrictEqual(scopeNamesOf(c.condition, "node"), c.nodes ?? [], "nodes");
       assert.deepStrictEqual(scopeNamesOf(c.condition, "actor"), c.actors ?? [], "actors");
       assert.deepStrictEqual(scopeNamesOf(c.condition, "group"), c.groups ?? [], "groups");
+      assert.deepStrictEqual(scopeNamesOf(c.condition, "role"), c.roles ?? [], "roles");
       assert.strictEqual(split.scopes.length > 0, c.text !== null && c.text !== undefined, "a scope exactly when the broker has a scope text");
     });
   }

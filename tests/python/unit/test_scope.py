@@ -27,6 +27,7 @@ def test_shared_scope_case(case):
     assert (sorted(scope.ranks) if scope.ranks is not None else None) == case["ranks"]
     assert list(scope.nodes) == case["nodes"] and list(scope.actors) == case["actors"]
     assert list(scope.groups) == case.get("groups", [])
+    assert list(scope.roles) == case.get("roles", [])
     assert rest == case["rest"]
     assert scope.text() == case["text"]
 

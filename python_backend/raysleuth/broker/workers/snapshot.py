@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raysleuth.model.roles import user_task, worker_group_of
 from raysleuth.model.worker import FIELDS, Worker
 from raysleuth.shared import names
 
@@ -25,7 +26,7 @@ WORKER_FIELDS = FIELDS
 
 REPORTED = (
     "pid", "node_id", "node_ip", "job_id", "actor_id", "actor_class", "actor_name", "rank",
-    "local_rank", "world_size", "gpu_ids", "python", "cwd", "armed", "deadlines",
+    "local_rank", "world_size", "gpu_ids", "python", "cwd", "armed", "deadlines", "worker_group", "roles",
 )  # fmt: skip
 """What an agent's report says of its worker, taken over as it is."""
 
@@ -133,6 +134,7 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
     # A snapshot older than STALE_AFTER_S (Ray's dashboard is down) no longer vouches that a
     # worker lives: an agent that went silent meanwhile turns `exited` as it would without one.
     vouches = state is not None and now - state.time <= STALE_AFTER_S
+    calls: dict[str, dict] = {}
     for rep in reports:
         wid = rep.get("id")
         if not wid:
@@ -146,6 +148,8 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
             if rep.get(name) is not None:
                 setattr(w, name, rep[name])
         w.agent = True
+        if isinstance(rep.get("role_call"), dict):
+            calls[wid] = rep["role_call"]
         received = rep.get("received") or rep.get("time")
         w.last_seen = max(filter(None, [w.last_seen, received]), default=None)
         if rep.get("goodbye"):
@@ -163,6 +167,8 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
                 w.state = "running" if w.task else "idle"
         table[wid] = w
 
+    for w in table.values():
+        _name_roles(w, calls.get(w.id))
     live = [w for w in table.values() if w.state != "exited"]
     exited = [
         w
@@ -172,6 +178,17 @@ def merge_workers(reports: list[dict], state: StateSnapshot | None, now: float) 
     live.sort(key=lambda w: (w.node_id or "", _rank_key(w.rank), w.pid or 0))
     exited.sort(key=lambda w: -(w.last_seen or 0))
     return live + exited[:MAX_EXITED]
+
+
+def _name_roles(w: Worker, call: dict | None) -> None:
+    """verl's names made readable (model/roles.py): the worker group from the actor's name where
+    its agent did not say, the task as the role's own method, the role running it."""
+    if w.worker_group is None:
+        w.worker_group = worker_group_of(w.actor_class, w.actor_name)
+    if not w.roles:
+        return
+    w.task, role = user_task(w.task, w.roles, call if w.state != "exited" else None)
+    w.role = role or (w.roles[0].get("name") if len(w.roles) == 1 else None)
 
 
 def _rank_key(rank) -> tuple:
