@@ -27,6 +27,7 @@ from raysleuth.shared.paths import state_dir as resolve_state_dir
 from raysleuth.shared.peer import check_broker_peer
 from raysleuth.shared.privfiles import check_state_dir
 from raysleuth.shared.proof import HELLO_PATH, new_nonce, proven
+from raysleuth.shared.textsafe import one_line
 
 
 class BrokerClient:
@@ -225,10 +226,15 @@ OPENER = urllib.request.build_opener(
 
 
 def check_url(url: str, source: str) -> None:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # "http://[::1": an unclosed bracket, a bad port
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
         raise SleuthError(
-            f"{url!r} (from {source}) is not a broker URL.", "Give one like http://127.0.0.1:8765."
+            f"{one_line(repr(url))} (from {source}) is not a broker URL.",
+            "Give one like http://127.0.0.1:8765.",
         )
 
 

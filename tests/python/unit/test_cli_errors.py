@@ -55,11 +55,13 @@ def test_bad_arguments_are_one_line_errors(case):
         ({"ready": True}, 'needs an "http" address'),
         ([1, 2], 'needs an "http" address'),
         ("{oops", "not valid JSON"),
+        ({"ready": True, "http": "http://[::1\x1b[2J"}, "is not a broker URL"),
     ],
 )
 def test_a_broken_broker_file_is_a_one_line_error(tmp_path, content, says):
     out = cli("list", "--state-dir", broker_file(tmp_path, content))
     assert out.returncode == 2 and "Traceback" not in out.stderr and says in out.stderr, out.stderr
+    assert "internal error" not in out.stderr and "\x1b" not in out.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
