@@ -27,6 +27,7 @@ import traceback
 from raysleuth.agent import debugger, stops
 from raysleuth.agent.identity import ray_connected
 from raysleuth.agent.log import swallow
+from raysleuth.model import frames as libframes
 
 HOLD_ENV = "RAYSLEUTH_POSTMORTEM_HOLD"
 CRASH_CALL_TIMEOUT_S = 5.0
@@ -185,7 +186,7 @@ def build_record(agent, exc_info) -> dict:
     exc_type, exc, tb = exc_info
     cuda_memory = gpu.cuda_oom_evidence(exc, swallow)  # first: the reprs below may allocate
     frames, users = _raise_frames(exc, tb)
-    entries = capture.frames_record(frames, locals_frames=LOCALS_FRAMES)
+    entries = libframes.mark(capture.frames_record(frames, locals_frames=LOCALS_FRAMES))
     try:
         text = "".join(traceback.format_exception(exc_type, exc, tb))
     except Exception:  # noqa: BLE001
@@ -262,7 +263,7 @@ def on_exception(agent, exc_info) -> None:
 
 def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     debugger.open_listener()
-    top = record["frames"][0] if record["frames"] else {}
+    top = libframes.top_user(record["frames"]) or {}  # the user's raise line, not a wrapper's (#38)
     stops.set_crashed(
         {
             "crash": crash_id,

@@ -302,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--workers", help="only these workers: ids or prefixes, comma-separated")
     st.add_argument("--native", action="store_true", help="read with py-spy --native (C frames too)")
     st.add_argument("--tree", action="store_true", help="the ranks' stacks merged into one tree per job")
+    st.add_argument(
+        "--all-frames", action="store_true",
+        help="every frame: verl's wrappers, Ray's executor, the standard library (folded by default)",
+    )  # fmt: skip
     st.add_argument("--timeout", type=float, help="seconds for the whole request (default 2)")
     st.add_argument("--json", action="store_true", help="print the HTTP API's JSON")
     st.add_argument(

@@ -1,5 +1,7 @@
-"""`raysleuth stacks [--job J] [--ranks R] [--workers ID,...] [--native] [--json] [--watch S]`:
-every worker's stack in one grouped view, and the watch mode that raises "suspected hang".
+"""`raysleuth stacks [--job J] [--ranks R] [--workers ID,...] [--native] [--tree] [--all-frames]
+[--json] [--watch S]`: every worker's stack in one grouped view, and the watch mode that raises
+"suspected hang". Library frames (verl's dispatch wrappers, Ray's executor, the standard
+library: `model/frames.py`) are folded into one line per run unless `--all-frames`.
 
 Prints the broker's `text` (the same as the extension's "Copy as text"), or its JSON. `--watch`
 turns the broker's sampler on, prints each sample and each hang from the event stream until
@@ -29,6 +31,8 @@ def query_path(args) -> str:
         params["native"] = "1"
     if getattr(args, "tree", False):
         params["tree"] = "1"
+    if getattr(args, "all_frames", False):
+        params["all_frames"] = "1"
     return "/v1/stacks" + (f"?{urlencode(params)}" if params else "")
 
 
@@ -40,8 +44,9 @@ def format_result(result: dict) -> str:
     return f"{lines(result.get('text') or '')}\n({tail})"
 
 
-def format_trees(result: dict) -> str:
-    """The parallel stack tree(s) of `?tree=1`: one per job, outermost frame first."""
+def format_trees(result: dict, all_frames: bool = False) -> str:
+    """The parallel stack tree(s) of `?tree=1`: one per job, outermost frame first; library
+    frames folded unless `all_frames`."""
     from raysleuth.model.stacktree import format_tree
 
     trees = result.get("tree")
@@ -49,7 +54,9 @@ def format_trees(result: dict) -> str:
     out: list[str] = []
     for t in trees:
         out += [f"job {one_line(t['job_id'])}:" if t.get("job_id") else "job:"]
-        out += [one_line(line) for line in format_tree(t, "  ")]  # a frame's newline forges no line
+        out += [
+            one_line(line) for line in format_tree(t, "  ", all_frames)
+        ]  # a frame's newline forges no line
     return "\n".join(out) if out else "No stacks."
 
 
@@ -72,7 +79,7 @@ def run_stacks(client, args, out=None) -> int:
         if args.json:
             print(json.dumps(result, indent=1), file=out)
         elif getattr(args, "tree", False):
-            print(format_trees(result), file=out)
+            print(format_trees(result, getattr(args, "all_frames", False)), file=out)
         else:
             print(format_result(result), file=out)
         return 0

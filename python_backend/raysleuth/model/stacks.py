@@ -11,13 +11,14 @@ import os
 import re
 from collections import Counter
 
+from raysleuth.model import frames as libframes
 from raysleuth.model.scope import format_ranks
 
 ONE_LINE_FRAMES = 3
 """User frames shown in a group's one-line summary before `← …`."""
 
-_LIBRARY = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python\d+\.\d+[/\\]")
-"""Paths of installed packages and of the standard library: not the user's code."""
+NAMED_LIBRARY_FRAMES = 4
+"""Function names a collapsed run of library frames lists before `…`."""
 
 _WRAPPER = re.compile(r"(wrapper|wrapped|inner|decorator|decorated)$", re.IGNORECASE)
 """Names of decorators' inner functions (torch's c10d logger, Ray's client-mode hooks): the
@@ -33,9 +34,13 @@ def rank_ranges(ranks: list[int]) -> str:
 
 
 def is_library(path: str) -> bool:
-    """Whether a frame's file belongs to an installed package, the standard library or no file
-    (`<frozen …>`, `<string>`): the one-line summary shows such frames by name only."""
-    return not path or path.startswith("<") or bool(_LIBRARY.search(path))
+    """Whether a frame's file is a library's, not the user's (`model/frames.py` has the rule):
+    the one-line summary shows such frames by name only, the text folds runs of them."""
+    return libframes.is_library(path)
+
+
+def _lib(frame: dict) -> bool:
+    return libframes.flagged(frame)
 
 
 def main_thread(worker: dict) -> dict | None:
@@ -235,23 +240,54 @@ def summary(frames: list[dict]) -> str:
     then up to ONE_LINE_FRAMES user frames: `all_reduce ← train_step train.py:88 ← fit train.py:120`."""
     if not frames:
         return "(no frames)"
-    first_user = next((i for i, f in enumerate(frames) if not is_library(f.get("path") or "")), None)
+    first_user = next((i for i, f in enumerate(frames) if not _lib(f)), None)
     if first_user is None:  # nothing of the user's: the innermost frames as they are
         parts = [_place(f) for f in frames[:ONE_LINE_FRAMES]]
         rest = frames[ONE_LINE_FRAMES:]
     else:
         parts = [_called(frames[:first_user])] if first_user > 0 else []
-        user = [f for f in frames[first_user:] if not is_library(f.get("path") or "")]
+        user = [f for f in frames[first_user:] if not _lib(f)]
         parts += [_place(f) for f in user[:ONE_LINE_FRAMES]]
         rest = user[ONE_LINE_FRAMES:]
     return " ← ".join(parts + (["…"] if rest else []))
 
 
-def _frame_lines(frames: list[dict], indent: str) -> list[str]:
+def _frame_line(f: dict, indent: str) -> str:
+    code = f" | {f['code'].strip()}" if f.get("code") else ""
+    return f"{indent}{f.get('function')}  {f.get('path')}:{f.get('line')}{code}"
+
+
+def folded_frames(frames: list[dict]) -> list[dict | list[dict]]:
+    """The frames (innermost first) with each run of two or more library frames as one list,
+    but the innermost frame, where the worker stands, kept: `[wait, [_wait, get], train_step,
+    [inner, inner, func, ...], ...]`. A stack with no frame of the user's stays whole."""
+    if all(_lib(f) for f in frames):
+        return list(frames)
+    out: list[dict | list[dict]] = list(frames[:1])
+    run: list[dict] = []
+    for f in frames[1:]:
+        if _lib(f):
+            run.append(f)
+            continue
+        out += [run] if len(run) > 1 else run
+        run = []
+        out.append(f)
+    out += [run] if len(run) > 1 else run
+    return out
+
+
+def _frame_lines(frames: list[dict], indent: str, all_frames: bool = False) -> list[str]:
+    """A group's frames as lines; runs of library frames folded into one unless `all_frames`."""
+    if all_frames:
+        return [_frame_line(f, indent) for f in frames]
     lines = []
-    for f in frames:
-        code = f" | {f['code'].strip()}" if f.get("code") else ""
-        lines.append(f"{indent}{f.get('function')}  {f.get('path')}:{f.get('line')}{code}")
+    for f in folded_frames(frames):
+        if isinstance(f, dict):
+            lines.append(_frame_line(f, indent))
+            continue
+        names = [str(x.get("function")) for x in f[:NAMED_LIBRARY_FRAMES]]
+        more = ", …" if len(f) > NAMED_LIBRARY_FRAMES else ""
+        lines.append(f"{indent}… {len(f)} library frames: {', '.join(names)}{more}")
     return lines
 
 
@@ -272,8 +308,9 @@ def _collective_lines(result: dict, job, indent: str) -> list[str]:
     return lines
 
 
-def format_text(result: dict) -> str:
-    """The grouped view as plain text: what `raysleuth stacks` prints and "Copy as text" copies."""
+def format_text(result: dict, all_frames: bool = False) -> str:
+    """The grouped view as plain text: what `raysleuth stacks` prints and "Copy as text" copies.
+    Runs of library frames are folded into one line each, unless `all_frames`."""
     workers = result.get("workers") or []
     groups = result.get("groups") or []
     behind = {b.get("worker"): b for b in result.get("behind") or []}
@@ -285,7 +322,7 @@ def format_text(result: dict) -> str:
         for g in job_groups:
             flag = "  <- minority" if g.get("minority") else ""
             lines.append(f"  {_who(g['ranks'], g['count'])} ({g['count']}): {summary(g['frames'])}{flag}")
-            lines += _frame_lines(g["frames"], "      ")
+            lines += _frame_lines(g["frames"], "      ", all_frames)
         missing = [w for w in job_workers if not _has_stack(w)]
         for w in sorted(missing, key=_rank_key):
             who = _label(w.get("rank"), w.get("worker"))

@@ -27,9 +27,12 @@ def row(wid, rank, stack, job="01"):
 def test_four_ranks_part_at_fit_into_ranks_0_2_and_rank_3():
     rows = [row(f"w{r}", r, IN_LOADER if r == 3 else IN_ALL_REDUCE) for r in range(4)]
     tree = job_tree(rows, "01")
-    assert (tree["function"], tree["ranks"], tree["branch"]) == ("main_loop", [0, 1, 2, 3], True)
+    # No frame of the user's is common to all (fit at two lines): they part at the job's root;
+    # Ray's main_loop is a library frame, kept as the way in (`via`) of each user frame (#38).
+    assert (tree["function"], tree["ranks"], tree["branch"]) == ("job 01", [0, 1, 2, 3], True)
     parts = [(c["function"], c["line"], c["ranks"]) for c in tree["children"]]
     assert parts == [("fit", 120, [0, 1, 2]), ("fit", 118, [3])]  # the same function, other lines
+    assert [f["function"] for f in tree["children"][0]["via"]] == ["main_loop"]
     assert tree["children"][0]["children"][0]["function"] == "all_reduce_grads"
     branch_points = []
 
@@ -42,8 +45,9 @@ def test_four_ranks_part_at_fit_into_ranks_0_2_and_rank_3():
     walk(tree)
     assert len(branch_points) == 1 and branch_points[0] is tree
     text = format_tree(tree)
-    assert text[0] == "main_loop default_worker.py:290  ranks 0-3 (4)  <- ranks part here"
-    assert "  fit train.py:120  ranks 0-2 (3)" in text and "  fit train.py:118  ranks 3 (1)" in text
+    assert text[0] == "job 01  ranks 0-3 (4)  <- ranks part here"
+    assert "  fit train.py:120  ranks 0-2 (3)  (via 1 library frame)" in text
+    assert "  fit train.py:118  ranks 3 (1)  (via 1 library frame)" in text
 
 
 def test_one_tree_per_job_and_the_cli_prints_them():
@@ -54,7 +58,7 @@ def test_one_tree_per_job_and_the_cli_prints_them():
         ("02", [0, 1], False),
     ]
     text = format_trees({"tree": trees})
-    assert text.startswith("job 01:\n  main_loop default_worker.py:290  ranks 0 (1)")
+    assert text.startswith("job 01:\n  fit train.py:120  ranks 0 (1)  (via 1 library frame)")
     assert "job 02:" in text and format_trees({"tree": []}) == "No stacks."
 
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from raysleuth.broker.debug import rayframes
 from raysleuth.dap.channel import ChannelClosed, DapChannel
 from raysleuth.model.worker import Worker
 from raysleuth.shared.errors import SleuthError
@@ -26,6 +27,9 @@ RECV_WAIT_S = 10.0
 
 REQUEST_TIMEOUT_S = 60.0
 """Longest wait for debugpy's answer to one request (pydevd itself takes ~44 ms)."""
+
+PAUSE_FRAMES = 40
+"""Frames read to place a stop: the user's innermost is within them past any library's (#38)."""
 
 ENDED_REASON = "the worker's debugger connection ended"
 
@@ -257,11 +261,15 @@ class WorkerLink:
 
     async def _locate_pause(self, thread_id, reason) -> None:
         try:
-            st = await self.request("stackTrace", {"threadId": thread_id, "startFrame": 0, "levels": 1})
-            frames = (st.get("body") or {}).get("stackFrames") or []
-            if frames and thread_id in self.stopped:
-                src = frames[0].get("source") or {}
-                self.paused_at = {"path": src.get("path"), "line": frames[0].get("line"), "reason": reason}
+            # The user's innermost frame, not a library's (a raise inside torch, verl's wrappers:
+            # issue #38): the first frames, dimmed as the editor gets them.
+            levels = {"threadId": thread_id, "startFrame": 0, "levels": PAUSE_FRAMES}
+            st = await self.request("stackTrace", levels)
+            shown = rayframes.tidy("stackTrace", st.get("body") or {}).get("stackFrames") or []
+            top = rayframes.user_top(shown)
+            if top is not None and thread_id in self.stopped:
+                src = top.get("source") or {}
+                self.paused_at = {"path": src.get("path"), "line": top.get("line"), "reason": reason}
         except LinkClosed:
             swallow_exception(log, "%s: locating the pause: the link closed", self, level=logging.DEBUG)
         except Exception:  # noqa: BLE001

@@ -1,9 +1,13 @@
 """Ray's own frames, told apart in what a worker's debugpy answers: the task executor
-(`ray._raylet.execute_task`, Ray's function wrappers) is not the user's code.
+(`ray._raylet.execute_task`, Ray's function wrappers) is not the user's code, nor are verl's
+dispatch wrappers or other library frames (`model/frames.py`, issue #38).
 
 `tidy(command, body)` rewrites a response body on its way to the editor (the DAP front door):
-- stackTrace: frames inside the ray package get presentationHint "subtle" and their source
-  "deemphasize", so VS Code dims them and selects the user's innermost frame (issue #13);
+- stackTrace: library frames (inside the ray package, verl's `single_controller`, site-packages,
+  the standard library) get presentationHint "subtle" and their source "deemphasize", so VS Code
+  dims them and selects the user's innermost frame (issues #13, #38); a frame with no source
+  file (Cython's `python/ray/_raylet.pyx`, which pydevd makes absolute under the worker's folder
+  and offers as decompiled code) keeps only the file's name: no path, no sourceReference;
 - exceptionInfo: no "(note: ... execution is paused at: ray._raylet.execute_task)" in the
   exception's name (pydevd adds it when a post-mortem stop sits in Ray's executor), and no Ray
   executor frames in the traceback text.
@@ -13,6 +17,8 @@ Pure: dicts in, dicts out; never raises on a body it does not know.
 from __future__ import annotations
 
 import re
+
+from raysleuth.model import frames as libframes
 
 _RAY_PATH = re.compile(r"(^|[/\\])(site|dist)-packages[/\\]ray[/\\]|(^|[/\\])python[/\\]ray[/\\]|_raylet")
 _PAUSED_NOTE = re.compile(r"\s*\(note: full exception trace is shown but execution is paused at: [^)]*\)")
@@ -26,15 +32,30 @@ def is_ray_path(path: str | None) -> bool:
     return bool(_RAY_PATH.search(path)) or path.endswith(".pyx")
 
 
-def _frame(frame: dict) -> dict:
+NO_SOURCE_ORIGIN = "compiled: no source file"
+"""A frame's source `origin` where its path names no file (Cython): VS Code shows it greyed."""
+
+
+def _frame(frame: dict, users: frozenset[str]) -> dict:
     source = frame.get("source") or {}
-    in_ray = is_ray_path(source.get("path") or source.get("name"))
-    if not in_ray and not str(frame.get("name", "")).startswith("ray._raylet"):
+    path = source.get("path") or source.get("name")
+    in_ray = is_ray_path(path) or str(frame.get("name", "")).startswith("ray._raylet")
+    if not in_ray and not (path and libframes.is_library(path, users)):
         return frame
     frame = dict(frame, presentationHint="subtle")
     if source:
         frame["source"] = dict(source, presentationHint="deemphasize")
+        if path and not libframes.has_source(path):
+            name = str(path).replace("\\", "/").rpartition("/")[2]
+            frame["source"] = {"name": name, "presentationHint": "deemphasize", "origin": NO_SOURCE_ORIGIN}
     return frame
+
+
+def user_top(frames: list) -> dict | None:
+    """The innermost frame of the user's in a stackTrace's frames (not dimmed by `tidy`), else
+    the innermost: where a stop is reported to be (`paused_at`)."""
+    dicts = [f for f in frames if isinstance(f, dict)]
+    return next((f for f in dicts if f.get("presentationHint") != "subtle"), dicts[0] if dicts else None)
 
 
 def _traceback(text: str) -> str:
@@ -56,7 +77,8 @@ def tidy(command: str | None, body: dict) -> dict:
     """The body of a successful response, with Ray's frames told apart (see the module doc)."""
     try:
         if command == "stackTrace" and isinstance(body.get("stackFrames"), list):
-            frames = [_frame(f) if isinstance(f, dict) else f for f in body["stackFrames"]]
+            users = libframes.user_packages()
+            frames = [_frame(f, users) if isinstance(f, dict) else f for f in body["stackFrames"]]
             return dict(body, stackFrames=frames)
         if command == "exceptionInfo":
             body = dict(body)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from raysleuth.broker.radar.hangwatch import HangWatch
+from raysleuth.model import frames as libframes
 from raysleuth.model.scope import parse_ranks
 from raysleuth.model.stacks import find_behind, format_text, group_stacks
 from raysleuth.model.stacktree import stack_trees
@@ -55,6 +56,8 @@ class StacksQuery:
     #: Seconds for the whole request.
     tree: bool = False
     #: Add `tree`: the parallel stack tree (one root for a job, else one per job; issue 27).
+    all_frames: bool = False
+    #: `text` lists every frame; by default runs of library frames are folded (issue #38).
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> StacksQuery:
@@ -69,6 +72,12 @@ class StacksQuery:
             raise BadRequest(
                 f"'tree' must be 0 or 1, not {tree!r}", "Pass ?tree=1 for the parallel stack tree."
             )
+        all_frames = str(params.get("all_frames", "0")).strip().lower()
+        if all_frames not in ("0", "1", "true", "false", ""):
+            raise BadRequest(
+                f"'all_frames' must be 0 or 1, not {all_frames!r}",
+                "Pass ?all_frames=1 for the library frames too in `text`.",
+            )
         return cls(
             job=params.get("job") or None,
             ranks=parse_ranks(ranks) if ranks else None,
@@ -76,6 +85,7 @@ class StacksQuery:
             native=native in ("1", "true"),
             timeout=parse_timeout(params.get("timeout")),
             tree=tree in ("1", "true"),
+            all_frames=all_frames in ("1", "true"),
         )
 
 
@@ -184,6 +194,11 @@ class StacksService:
         deadline = asyncio.get_running_loop().time() + q.timeout
         answers = await asyncio.gather(*(self._one(w, q.native, deadline) for w in chosen))
         rows = [row for row, _ in answers]
+        users = libframes.user_packages()  # frames of verl, Ray, torch.distributed: `library`
+        for row in rows:
+            for t in row["threads"]:
+                if isinstance(t, dict) and isinstance(t.get("frames"), list):
+                    t["frames"] = libframes.mark(t["frames"], users)
         collectives = [c for _, cs in answers for c in cs]
         rows.sort(key=lambda r: (r["job_id"] or "", r["rank"] is None, r["rank"] or 0, r["pid"] or 0))
         groups = group_stacks(rows)
@@ -195,7 +210,7 @@ class StacksService:
             "collectives": collectives,
             "behind": find_behind(rows, groups, collectives),
         }
-        result["text"] = format_text(result)
+        result["text"] = format_text(result, q.all_frames)
         if q.tree:
             trees = stack_trees(rows)
             result["tree"] = (trees[0] if trees else None) if q.job else trees
