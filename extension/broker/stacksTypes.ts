@@ -10,6 +10,8 @@ export interface StackFrame {
   function: string;
   /** The source line, when the worker could read it. */
   code: string | null;
+  /** A library's frame (verl's dispatch wrappers, Ray's executor, the standard library), not the user's; set by the broker (issue #38). */
+  library?: boolean;
 }
 
 export interface StackThread {
@@ -110,6 +112,12 @@ export interface ParallelStackNode {
   /** The ranks part here: more than one child. */
   branch: boolean;
   children: ParallelStackNode[];
+  /** A leaf of library frames the innermost user frame called (`frames`, outermost first); false on a user frame (issue #38). */
+  library?: boolean;
+  /** The library frames between the parent node and this one, outermost first (verl's wrappers, Ray's executor). */
+  via?: StackFrame[];
+  /** On a library leaf: its frames, outermost first. */
+  frames?: StackFrame[];
   /** On a root: its job. */
   job_id?: string | null;
 }

@@ -26,6 +26,21 @@ export function whoText(n: ParallelStackNode): string {
   return `${ranks} (${n.workers.length})`;
 }
 
+/** Library frames the broker folded into a node (issue #38): " · 5 library frames" on a library leaf, " · via 3 library frames" on a user frame. */
+export function foldedText(n: ParallelStackNode): string {
+  const count = (k: number) => `${k} library frame${k === 1 ? "" : "s"}`;
+  if (n.library && n.frames?.length) {
+    return ` · ${count(n.frames.length)}`;
+  }
+  return n.via?.length ? ` · via ${count(n.via.length)}` : "";
+}
+
+/** The folded frames, outermost first, for a node's hover. */
+function foldedLines(n: ParallelStackNode): string[] {
+  const frames = n.library ? (n.frames ?? []) : (n.via ?? []);
+  return frames.length ? ["", n.library ? "library frames:" : "via:", ...frames.map((f) => `  ${f.function} (${f.path}:${f.line})`)] : [];
+}
+
 /** Tree items; `states` names each worker's state for the hovers. */
 export function parallelItems(roots: readonly ParallelStackNode[], workers: readonly WorkerInfo[] = []): ParallelItem[] {
   const byId = new Map(workers.map((w) => [w.id, w]));
@@ -39,8 +54,8 @@ export function parallelItems(roots: readonly ParallelStackNode[], workers: read
       id,
       node: n,
       label: n.job_id ? `job ${n.job_id.slice(0, 8)} · ${n.function}` : n.function,
-      description: `${where ? `${where} · ` : ""}${whoText(n)}${n.branch ? " · ranks part here" : ""}`,
-      tooltip: [`${n.function}${where ? ` (${n.path}:${n.line})` : ""}`, whoText(n), ...(members.length ? ["", ...members] : [])].join("\n"),
+      description: `${where ? `${where} · ` : ""}${whoText(n)}${foldedText(n)}${n.branch ? " · ranks part here" : ""}`,
+      tooltip: [`${n.function}${where ? ` (${n.path}:${n.line})` : ""}`, whoText(n), ...foldedLines(n), ...(members.length ? ["", ...members] : [])].join("\n"),
       children: n.children.map((c, i) => make(c, `${id}/${i}`)),
     };
   };

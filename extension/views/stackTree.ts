@@ -6,6 +6,12 @@ import * as path from "path";
 import { BehindRank, StackFrame, StackGroup, StacksResult, StacksWorker } from "../broker/types";
 import type { PathMapping } from "../debug/attachConfig";
 import { formatRanks } from "../common/ranks";
+import { foldLibraryRuns, LibraryRun } from "./libraryFrames";
+
+export { foldLibraryRuns };
+
+/** Two or more library frames in a row, folded into one node (issue #38). */
+export type StackLibraryNode = LibraryRun<StackFrameNode>;
 
 export interface StackJobNode {
   kind: "job";
@@ -31,7 +37,10 @@ export interface StackGroupNode {
   /** The group's ranks, sorted (empty for workers without one). */
   ranks: number[];
   frames: StackFrameNode[];
+  /** What the group opens to: its frames with each run of library frames folded into one node (issue #38). */
+  shown: (StackFrameNode | StackLibraryNode)[];
 }
+
 
 export interface StackFrameNode {
   kind: "frame";
@@ -44,6 +53,8 @@ export interface StackFrameNode {
   tooltip: string;
   /** Inside an installed package or the standard library, not the user's code. */
   library: boolean;
+  /** The folded run of library frames it is shown in, if any. */
+  runId?: string;
 }
 
 /** A worker that gave no stack (no answer in time, py-spy refused), with why. */
@@ -56,7 +67,7 @@ export interface StackUnansweredNode {
   tooltip: string;
 }
 
-export type StackNode = StackJobNode | StackGroupNode | StackFrameNode | StackUnansweredNode;
+export type StackNode = StackJobNode | StackGroupNode | StackFrameNode | StackLibraryNode | StackUnansweredNode;
 
 /** True for a frame of an installed package, the standard library or generated code. */
 export function isLibraryPath(p: string): boolean {
@@ -64,9 +75,14 @@ export function isLibraryPath(p: string): boolean {
   return !p || p.startsWith("<") || /\/(site|dist)-packages\//.test(posix) || /\/lib\/python\d+(\.\d+)?t?\//.test(posix);
 }
 
+/** A library's frame: the broker's `library` mark (verl's wrappers, Ray's Cython executor), else by its path. */
+export function isLibraryFrame(f: StackFrame): boolean {
+  return typeof f.library === "boolean" ? f.library : isLibraryPath(f.path);
+}
+
 /** The innermost frame of the user's own code, else the innermost frame. */
 export function topUserFrame(frames: readonly StackFrame[]): StackFrame | undefined {
-  return frames.find((f) => !isLibraryPath(f.path)) ?? frames[0];
+  return frames.find((f) => !isLibraryFrame(f)) ?? frames[0];
 }
 
 function base(p: string): string {
@@ -104,7 +120,7 @@ export function stackSummary(frames: readonly StackFrame[]): string {
     return "(no frames)";
   }
   const place = (f: StackFrame) => `${f.function} ${base(f.path)}:${f.line}`;
-  const firstUser = frames.findIndex((f) => !isLibraryPath(f.path));
+  const firstUser = frames.findIndex((f) => !isLibraryFrame(f));
   let parts: string[];
   let more: boolean;
   if (firstUser < 0) {
@@ -113,7 +129,7 @@ export function stackSummary(frames: readonly StackFrame[]): string {
   } else {
     const library = frames.slice(0, firstUser);
     const called = [...library].reverse().find((f) => !WRAPPER.test(f.function)) ?? library[library.length - 1];
-    const user = frames.slice(firstUser).filter((f) => !isLibraryPath(f.path));
+    const user = frames.slice(firstUser).filter((f) => !isLibraryFrame(f));
     parts = [...(called ? [called.function] : []), ...user.slice(0, SUMMARY_FRAMES).map(place)];
     more = user.length > SUMMARY_FRAMES;
   }
@@ -172,12 +188,12 @@ function groupNode(g: StackGroup, index: number, behind: BehindRank[], lagging: 
       label: f.function,
       description: `${base(f.path)}:${f.line}`,
       tooltip: frameTooltip(f),
-      library: isLibraryPath(f.path),
+      library: isLibraryFrame(f),
     }),
   );
   const ranks = [...(g.ranks ?? [])].sort((a, b) => a - b);
   const tooltip = [groupLabel(g) + (g.job_id ? ` · job ${g.job_id}` : ""), ...behind.map((b) => `behind: ${behindText(b)}`), "", ...groupFrameLines(g.frames ?? [])].join("\n");
-  return { kind: "group", id, group: g, label: groupLabel(g), description, tooltip, lagging, behind, ranks, frames };
+  return { kind: "group", id, group: g, label: groupLabel(g), description, tooltip, lagging, behind, ranks, frames, shown: foldLibraryRuns(frames) };
 }
 
 function unansweredNode(w: StacksWorker): StackUnansweredNode {
@@ -243,12 +259,14 @@ export function buildStackTree(result: StacksResult): (StackJobNode | StackGroup
   return nodes.length === 1 ? nodes[0].children : nodes;
 }
 
-/** A node's children (frames of a group, groups of a job). */
+/** A node's children (frames of a group, runs of library frames folded; groups of a job). */
 export function stackChildren(node: StackNode): StackNode[] {
   switch (node.kind) {
     case "job":
       return node.children;
     case "group":
+      return node.shown;
+    case "library":
       return node.frames;
     default:
       return [];

@@ -158,6 +158,13 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
         item.contextValue = "stackFrame";
         item.command = { command: Commands.openStackFrame, title: "Open Frame", arguments: [node] };
         break;
+      case "library":
+        // verl's dispatch wrappers, Ray's executor: folded, one click away (issue #38).
+        item.collapsibleState = vscode.TreeItemCollapsibleState.Collapsed;
+        item.iconPath = new vscode.ThemeIcon("library");
+        item.tooltip = multiLine(node.tooltip);
+        item.contextValue = "stackLibraryFrames";
+        break;
       case "unanswered":
         item.iconPath = new vscode.ThemeIcon("question", new vscode.ThemeColor("list.warningForeground"));
         item.tooltip = multiLine(node.tooltip);
@@ -172,8 +179,8 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
   }
 
   getParent(node: StackNode): StackNode | undefined {
-    if (node.kind === "frame") {
-      return this.byId.get(node.groupId);
+    if (node.kind === "frame" || node.kind === "library") {
+      return this.byId.get((node.kind === "frame" && node.runId) || node.groupId);
     }
     for (const root of this.roots) {
       if (root.kind === "job" && root.children.some((c) => c.id === node.id)) {
@@ -186,7 +193,7 @@ export class StacksService implements vscode.TreeDataProvider<StackNode>, vscode
   /** The group a command was given (the group itself or one of its frames), by id so a refresh does not strand it. */
   private groupOf(target: unknown): StackGroupNode | undefined {
     const node = target as StackNode | undefined;
-    const id = node?.kind === "frame" ? node.groupId : node?.id;
+    const id = node?.kind === "frame" || node?.kind === "library" ? node.groupId : node?.id;
     const found = id ? this.byId.get(id) : undefined;
     return found?.kind === "group" ? found : node?.kind === "group" ? node : undefined;
   }

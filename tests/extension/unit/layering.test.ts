@@ -67,6 +67,7 @@ const PURE = [
   "views/logFollower",
   "views/resultTables",
   "views/stackTree",
+  "views/libraryFrames",
   "views/tensorTable",
   "views/tensorHtml",
   "views/gpuSeries",

@@ -26,6 +26,20 @@ describe("Parallel stacks", () => {
     assert.match(root.children[1].tooltip, /rank 3: paused/);
   });
 
+  it("shows the library frames the broker folded: a user frame's way in, a leaf of them (issue #38)", () => {
+    const deco = { function: "inner", path: "/venv/lib/python3.11/site-packages/verl/single_controller/base/decorator.py", line: 431, code: null, library: true };
+    const wait = { function: "wait", path: "/usr/lib/python3.11/threading.py", line: 331, code: null, library: true };
+    const leaf: ParallelStackNode = { ...node("wait", 331, [0, 2]), path: wait.path, library: true, frames: [wait, wait] };
+    const helper: ParallelStackNode = { ...node("helper", 22, [0, 2], [leaf]), via: [deco] };
+    const root: ParallelStackNode = { ...node("init_model", 40, [0, 2], [helper]), via: [deco, deco, deco] };
+    const [item] = parallelItems([root]);
+    assert.strictEqual(item.description, "train.py:40 · ranks 0,2 (2) · via 3 library frames");
+    assert.strictEqual(item.children[0].description, "train.py:22 · ranks 0,2 (2) · via 1 library frame");
+    assert.match(item.children[0].tooltip, /via:\n {2}inner \(\/venv\/lib\/python3\.11\/site-packages\/verl\/single_controller\/base\/decorator\.py:431\)/);
+    assert.strictEqual(item.children[0].children[0].description, "threading.py:331 · ranks 0,2 (2) · 2 library frames");
+    assert.match(item.children[0].children[0].tooltip, /library frames:\n {2}wait/);
+  });
+
   it("takes one root, a list of roots, or none", () => {
     const base = { time: 0, elapsed_ms: 0, workers: [], groups: [], collectives: [], behind: [], text: "" };
     assert.strictEqual(rootsOf({ ...base, tree }).length, 1);

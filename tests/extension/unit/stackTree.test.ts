@@ -196,6 +196,49 @@ describe("Stacks view content", () => {
     assert.ok(fallback.includes("\njob 02000000: rank 3 (1): __next__ data.py:42 ← fit train.py:118\n  behind: rank 3 last entered #118"), fallback);
   });
 
+  it("folds runs of library frames into one node, the broker's library mark first (issue #38)", () => {
+    const sp = "/venv/lib/python3.11/site-packages";
+    const lib = (p: string, line: number, fn: string): StackFrame => ({ ...frame(p, line, fn), library: true });
+    const verl: StackFrame[] = [
+      frame("/usr/lib/python3.11/threading.py", 331, "wait"),
+      frame("/usr/lib/python3.11/threading.py", 629, "wait"),
+      frame("/app/roles.py", 22, "helper"),
+      frame(`${sp}/verl/single_controller/base/decorator.py`, 431, "inner"),
+      frame("/app/roles.py", 40, "init_model"),
+      frame(`${sp}/verl/utils/transferqueue_utils.py`, 378, "inner"),
+      frame(`${sp}/verl/single_controller/base/decorator.py`, 431, "inner"),
+      frame(`${sp}/verl/single_controller/ray/base.py`, 934, "func"),
+      lib("python/ray/_raylet.pyx", 1811, "execute_task"),
+      lib("python/ray/_raylet.pyx", 2990, "run_task_loop"),
+    ];
+    const tree = buildStackTree({ ...hangResult(), groups: [group([0], "0", verl, false)], behind: [] });
+    const [g] = groups(tree);
+    const shown = stackChildren(g);
+    assert.deepStrictEqual(
+      shown.map((n) => [n.kind, n.label, n.description]),
+      [
+        ["frame", "wait", "threading.py:331"],
+        ["frame", "wait", "threading.py:629"],
+        ["frame", "helper", "roles.py:22"],
+        ["frame", "inner", "decorator.py:431"],
+        ["frame", "init_model", "roles.py:40"],
+        ["library", "5 library frames", "inner, inner, func, execute_task, …"],
+      ],
+    );
+    const run = shown[5];
+    assert.ok(run.kind === "library");
+    assert.strictEqual(stackChildren(run).length, 5);
+    assert.ok(run.frames.every((f) => f.library && f.runId === run.id && f.groupId === g.id));
+    assert.match(run.tooltip, /^inner — \/venv\/lib\/python3\.11\/site-packages\/verl\/utils\/transferqueue_utils\.py:378\n/);
+    assert.strictEqual(g.frames.length, verl.length, "the group's frames stay whole for its actions");
+    assert.strictEqual(new Set([...shown, ...run.frames].map((n) => n.id)).size, shown.length + run.frames.length);
+    // The broker's mark wins over the path: a package the user declared theirs is user code.
+    const mine = { ...frame(`${sp}/mypkg/model.py`, 5, "step"), library: false };
+    assert.strictEqual(topUserFrame([lib("python/ray/_raylet.pyx", 1, "execute_task"), mine])?.function, "step");
+    const allLibrary = buildStackTree({ ...hangResult(), groups: [group([1], "1", verl.slice(5), false)], behind: [] });
+    assert.deepStrictEqual(stackChildren(groups(allLibrary)[0]).map((n) => n.kind), ["frame", "frame", "frame", "frame", "frame"], "no user frame: nothing folded");
+  });
+
   it("tells library frames from the user's code", () => {
     assert.ok(isLibraryPath(RAY));
     assert.ok(isLibraryPath("/usr/lib/python3.12/threading.py"));
