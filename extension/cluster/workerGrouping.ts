@@ -1,8 +1,10 @@
 // Pure shaping of the worker list for the Cluster view and the pickers: nodes →
-// actor-class groups ("tasks" / "idle" for plain workers) → workers, the text
-// each worker item shows, the rank and worker pick rows. No vscode import, so it is tested without a window.
+// verl role / worker groups, else actor-class groups ("tasks" / "idle" for plain workers) →
+// workers, the text each worker item shows, the rank and worker pick rows. No vscode import,
+// so it is tested without a window.
 import * as path from "path";
 import { NodeInfo, WorkerInfo } from "../broker/types";
+import { formatRanks } from "../common/ranks";
 import { oneLine } from "../common/textSafe";
 
 export const TASKS_GROUP = "tasks";
@@ -12,9 +14,11 @@ export const EXITED_GROUP = "exited";
 
 export interface WorkerGroup {
   nodeId: string;
-  /** Actor class, TASKS_GROUP / IDLE_GROUP for workers that host no actor, or EXITED_GROUP. */
+  /** The verl roles or worker group (roleGroupOf), else the actor class, TASKS_GROUP / IDLE_GROUP for workers that host no actor, or EXITED_GROUP. */
   name: string;
   workers: WorkerInfo[];
+  /** The name is a verl role or worker group (issue #38), not an actor class. */
+  role?: boolean;
 }
 
 export interface NodeGroup {
@@ -27,9 +31,48 @@ export interface NodeGroup {
   exitedCount: number;
 }
 
+/** The roles a worker hosts, "actor + critic" for a fused or colocated verl worker, else its verl worker group ("critic"); null for other workers. */
+export function roleGroupOf(w: WorkerInfo): string | null {
+  const roles = (w.roles ?? []).map((r) => r.name).filter(Boolean);
+  return roles.length ? roles.join(" + ") : (w.worker_group ?? null);
+}
+
+/** "actor (ActorRole), critic (CriticRole)": the roles a worker hosts and their classes; null: none. */
+export function rolesText(w: WorkerInfo): string | null {
+  const roles = w.roles ?? [];
+  return roles.length ? roles.map((r) => (r.class_name ? `${r.name} (${r.class_name})` : r.name)).join(", ") : null;
+}
+
+/** "critic 0-1 · actor 0-1": who stands somewhere, ranks by role group (each verl worker group of a job has ranks 0..N-1); null when none of them has a role. */
+export function ranksByRole(workerIds: readonly string[], workers: readonly WorkerInfo[]): string | null {
+  const byId = new Map(workers.map((w) => [w.id, w]));
+  const groups = new Map<string, number[]>();
+  let any = false;
+  for (const id of workerIds) {
+    const w = byId.get(id);
+    const role = w ? roleGroupOf(w) : null;
+    any ||= role !== null;
+    const key = role ?? "other";
+    const ranks = groups.get(key) ?? [];
+    if (w && w.rank !== null && w.rank !== undefined) {
+      ranks.push(w.rank);
+    }
+    groups.set(key, ranks);
+  }
+  if (!any) {
+    return null;
+  }
+  const parts = [...groups].sort(([a], [b]) => a.localeCompare(b)).map(([role, ranks]) => (ranks.length ? `${role} ${formatRanks([...new Set(ranks)].sort((x, y) => x - y))}` : role));
+  return oneLine(parts.join(" · "));
+}
+
 export function groupNameOf(w: WorkerInfo): string {
   if (w.state === "exited") {
     return EXITED_GROUP;
+  }
+  const role = roleGroupOf(w);
+  if (role) {
+    return role;
   }
   if (w.actor_class) {
     return w.actor_class;
@@ -72,7 +115,7 @@ export function groupWorkers(workers: readonly WorkerInfo[], nodes: readonly Nod
     const name = groupNameOf(w);
     let group = node.groups.find((g) => g.name === name);
     if (!group) {
-      group = { nodeId: node.nodeId, name, workers: [] };
+      group = { nodeId: node.nodeId, name, workers: [], ...(name !== EXITED_GROUP && roleGroupOf(w) ? { role: true } : {}) };
       node.groups.push(group);
     }
     group.workers.push(w);
@@ -109,13 +152,18 @@ export function nodeDescription(n: NodeGroup): string {
   return n.alive ? text : `${text} · dead`;
 }
 
-/** e.g. "rank 2 · Learner · pid 4242"; parts that are unknown are left out. */
+/** e.g. "rank 2 · Learner · pid 4242"; a verl worker hosting roles shows the role's method it runs ("rank 2 · critic · CriticWorker.update_critic · pid 4242"); parts that are unknown are left out. */
 export function workerLabel(w: WorkerInfo): string {
   const parts: string[] = [];
   if (w.rank !== null && w.rank !== undefined) {
     parts.push(`rank ${w.rank}`);
   }
-  if (w.actor_class) {
+  if (w.roles?.length) {
+    if (w.role && w.roles.length > 1) {
+      parts.push(w.role);
+    }
+    parts.push(w.task ?? w.roles.map((r) => r.class_name ?? r.name).join(", "));
+  } else if (w.actor_class) {
     parts.push(w.actor_class);
   } else if (w.task) {
     parts.push(w.task);
@@ -233,6 +281,9 @@ export function workerTooltip(w: WorkerInfo, options: ShowOptions = {}): string 
     ["rank", w.rank],
     ["local rank", w.local_rank],
     ["world size", w.world_size],
+    ["worker group", w.worker_group],
+    ["roles", rolesText(w)],
+    ["role now", w.roles && w.roles.length > 1 ? w.role : null],
     ["actor class", w.actor_class],
     ["actor name", w.actor_name],
     ["actor id", w.actor_id],
@@ -283,7 +334,7 @@ export function liveRanks(workers: readonly WorkerInfo[], filter: (w: WorkerInfo
 
 /** e.g. "Trainer, RankWorker · 2 workers · 1 paused". */
 export function rankDescription(r: RankSummary): string {
-  const classes = [...new Set(r.workers.map((w) => w.actor_class ?? w.task ?? "task"))];
+  const classes = [...new Set(r.workers.map((w) => roleGroupOf(w) ?? w.actor_class ?? w.task ?? "task"))];
   const paused = r.workers.filter((w) => w.state === "paused").length;
   return oneLine([classes.join(", "), r.workers.length > 1 ? `${r.workers.length} workers` : "", paused ? `${paused} paused` : ""].filter(Boolean).join(" · "));
 }

@@ -1,4 +1,4 @@
-// The Cluster view (raySleuth.workers): nodes → actor-class groups → workers,
+// The Cluster view (raySleuth.workers): nodes → verl role or actor-class groups → workers,
 // rebuilt from ClusterState on every change. Shapes items only; the grouping
 // and the texts come from workerGrouping.ts.
 import * as vscode from "vscode";
@@ -145,13 +145,15 @@ export class WorkerTreeProvider implements vscode.TreeDataProvider<ClusterTreeNo
         item.id = `group:${g.nodeId}:${g.name}`;
         item.description = exited ? "" : `${g.workers.length}`;
         const plain = g.name === TASKS_GROUP || g.name === IDLE_GROUP;
-        item.iconPath = new vscode.ThemeIcon(exited ? "history" : plain ? "list-unordered" : "symbol-class");
+        item.iconPath = new vscode.ThemeIcon(exited ? "history" : plain ? "list-unordered" : g.role ? "organization" : "symbol-class");
         item.tooltip = exited
           ? `${g.workers.length} worker(s) that are gone: finished jobs, killed actors (their crash records stay in the Crashes view). ` +
             `"(no agent)": Ray listed the process, but no Ray Sleuth agent ran in it (e.g. one of Ray's prestarted idle workers). The rows go once Ray forgets them.`
           : plain
             ? `${name}: workers that host no actor`
-            : `actor class ${name}: ${g.workers.length} worker(s)`;
+            : g.role
+              ? `verl ${g.name.includes(" + ") ? "roles" : "role or worker group"} ${name}: ${g.workers.length} worker(s), ranks ${oneLine(g.workers.map((w) => w.rank ?? "?").join(", "))}; [role …] or [group …] in a breakpoint condition stops only these`
+              : `actor class ${name}: ${g.workers.length} worker(s)`;
         item.contextValue = exited ? "group.exited" : plain ? "group.plain" : "group.actor";
         return item;
       }

@@ -12,6 +12,7 @@ import { showReport } from "../breakpoints/clusterControl";
 import { continueReport, pauseReport } from "../breakpoints/controlReport";
 import { formatRanks } from "../common/ranks";
 import { ClusterState } from "../cluster/clusterState";
+import { ranksByRole, roleGroupOf } from "../cluster/workerGrouping";
 import { ParallelItem, parallelItems, rootsOf } from "./parallelTree";
 import { safeTreeTexts } from "../common/textSafe";
 
@@ -65,8 +66,13 @@ export class ParallelStacksService implements vscode.TreeDataProvider<ParallelIt
     if (!chosen) {
       return undefined;
     }
+    // verl's worker groups of one job each have ranks 0..N-1 (issue #38): where the node's workers
+    // have roles, its ranks would reach the same ranks of the other roles too, so name the workers.
+    const ids = new Set(item?.node.workers ?? []);
+    const byRole = this.state.workers.some((w) => ids.has(w.id) && roleGroupOf(w) !== null);
+    const body = byRole ? { workers: [...ids] } : { ranks, ...(item?.node.job_id ? { job_id: item.node.job_id } : {}) };
     try {
-      await client.requestJson("PUT", `/v1/groups/${encodeURIComponent(chosen)}`, { ranks, ...(item?.node.job_id ? { job_id: item.node.job_id } : {}) });
+      await client.requestJson("PUT", `/v1/groups/${encodeURIComponent(chosen)}`, body);
       log.info(`Rank group ${chosen}: ranks ${ranks.join(",")}`);
       void vsapi.showInformationMessage(`Ray Sleuth: group "${chosen}" is ranks ${ranks.join(",")}; Continue or Pause it from the Parallel Stacks view.`);
       return chosen;
@@ -120,8 +126,10 @@ export class ParallelStacksService implements vscode.TreeDataProvider<ParallelIt
     const shown = safeTreeTexts(item); // function names and paths come from the job: escaped (#37)
     const t = new vscode.TreeItem(shown.label, item.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
     t.id = item.id;
-    t.description = shown.description;
-    t.tooltip = shown.tooltip;
+    // Ranks by verl role (issue #38): "critic 0-1 · actor 0-1", as each role has its own ranks.
+    const byRole = ranksByRole(item.node.workers, this.state.workers);
+    t.description = byRole ? `${shown.description} · ${byRole}` : shown.description;
+    t.tooltip = byRole ? `${shown.tooltip}\nby role: ${byRole}` : shown.tooltip;
     t.contextValue = "parallelFrame";
     t.iconPath = new vscode.ThemeIcon(item.node.branch ? "git-branch" : "debug-stackframe");
     if (item.node.path && item.node.line) {

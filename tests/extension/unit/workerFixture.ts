@@ -8,6 +8,7 @@ export function makeWorker(over: Partial<WorkerInfo> = {}): WorkerInfo {
     actor_name: null, task: null, rank: null, local_rank: null, world_size: null, gpu_ids: [], state: "running",
     paused_at: null, agent: true, python: "3.12.4", last_seen: 1_700_000_000, cwd: null, armed: [], crash: null,
     held_until: null, gpu_memory: null, deadlines: [], paused_since: null, deadline: null, busy: null,
+    worker_group: null, roles: [], role: null,
     ...over,
   };
 }
