@@ -317,3 +317,12 @@ def test_verls_own_classes_when_verl_is_installed():
     ]
     worker_dict = base.create_colocated_worker_cls(class_dict).cls.__ray_actor_class__
     assert [r["name"] for r in roles_of(worker_dict)] == ["actor", "critic"]
+
+
+def test_raysleuth_list_shows_the_roles_and_the_roles_method():
+    from raysleuth.cli.table import format_workers
+
+    w = Worker("f" * 16, pid=7, node_ip="10.0.0.1", node_id="n", actor_class="WorkerDict", rank=2,
+               agent=True, roles=BOTH, role="actor", task="ActorRolloutRefWorker.update_actor")  # fmt: skip
+    row = format_workers([w.to_json()]).splitlines()[1]
+    assert "actor,critic (WorkerDict)" in row and "ActorRolloutRefWorker.update_actor" in row
