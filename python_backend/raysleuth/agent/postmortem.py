@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 
 from raysleuth.agent import debugger, stops
 from raysleuth.agent.identity import ray_connected
@@ -261,6 +262,25 @@ def on_exception(agent, exc_info) -> None:
         _in_capture.active = False
 
 
+def at_user_frame(exc_info):
+    """`exc_info` with its traceback cut after the innermost frame of the user's, so debugpy
+    stops on the user's line, as a raise inside torch or a verl wrapper stops with justMyCode
+    (#38); unchanged where the user's frame is innermost already or the traceback has none. The
+    exception keeps its own traceback, the record all its frames."""
+    exc_type, exc, tb = exc_info
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    users = [i for i, t in enumerate(entries) if not libframes.is_library(t.tb_frame.f_code.co_filename)]
+    if not users or users[-1] == len(entries) - 1:
+        return exc_info
+    cut = None
+    for t in reversed(entries[: users[-1] + 1]):
+        cut = types.TracebackType(cut, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return (exc_type, exc, cut)
+
+
 def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     debugger.open_listener()
     top = libframes.top_user(record["frames"]) or {}  # the user's raise line, not a wrapper's (#38)
@@ -276,7 +296,7 @@ def _hold(agent, exc_info, record: dict, crash_id: str, hold: float) -> None:
     agent.poke()
     agent.log.info("%s holds crash %s for %.0f s", agent, crash_id, hold)
     try:
-        if debugger.wait_for_client(timeout=hold) and not debugger.stop_at_exception(exc_info):
+        if debugger.wait_for_client(timeout=hold) and not debugger.stop_at_exception(at_user_frame(exc_info)):
             agent.log.warning("this debugpy cannot stop at an exception: crash %s goes on", crash_id)
     finally:
         stops.set_crashed(None)

@@ -187,3 +187,38 @@ def test_a_crash_record_marks_its_frames_and_its_top_is_the_users():
     assert lib.top_user(entries)["path"] == ROLES
     assert lib.top_user(lib.mark(frames(*VERL)))["path"] == TQ, "all library: the innermost"
     assert lib.top_user([]) is None
+
+
+def test_debugpy_is_given_a_traceback_that_ends_on_the_users_line():
+    """A raise inside a framework (code compiled under a site-packages path): the traceback the
+    hold gives debugpy ends at the user's frame; the exception keeps its own whole traceback."""
+    import sys
+
+    from raysleuth.agent.postmortem import at_user_frame
+
+    ns: dict = {}
+    code = "def check(v):\n    if v <= 0:\n        raise ValueError(v)\n    return v\n"
+    exec(compile(code, SP + "fakefw/__init__.py", "exec"), ns)
+
+    def user_update(lr):
+        return ns["check"](lr * 10)
+
+    try:
+        user_update(-1.0)
+    except ValueError:
+        info = sys.exc_info()
+
+    def names(tb):
+        out = []
+        while tb is not None:
+            out.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        return out
+
+    cut = at_user_frame(info)
+    assert names(info[2])[-2:] == ["user_update", "check"]
+    assert names(cut[2])[-1] == "user_update" and cut[:2] == info[:2]
+    assert names(info[1].__traceback__)[-1] == "check", "the exception's own traceback is whole"
+    assert at_user_frame(cut) == cut, "the user's frame innermost already: unchanged"
+    bare = (ValueError, ValueError(), None)
+    assert at_user_frame(bare) is bare, "no traceback: as it is"
