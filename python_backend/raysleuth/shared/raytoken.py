@@ -38,6 +38,8 @@ class RayToken:
     value: str
     source: str
     """Where it was found: `RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH (FILE)` or the default file."""
+    file: Path | None = None
+    """The file it was read from (None: RAY_AUTH_TOKEN)."""
 
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.value}"}
@@ -64,13 +66,13 @@ def find_token(env=None) -> RayToken | None:
             ) from None
         if not value:
             raise SleuthError(f"{PATH_ENV}={named} names an empty file (no token in it)", FIX_HINT)
-        return RayToken(value, f"{PATH_ENV} ({named})")
+        return RayToken(value, f"{PATH_ENV} ({named})", Path(named))
     path = Path(env.get("HOME") or Path.home()) / ".ray" / "auth_token"
     try:
         value = path.read_text(errors="replace").strip()
     except OSError:
         return None
-    return RayToken(value, str(path)) if value else None
+    return RayToken(value, str(path), path) if value else None
 
 
 def auth_mode() -> str | None:
@@ -87,7 +89,7 @@ def probe_gcs(address: str, token: RayToken | None, timeout: float = PROBE_TIMEO
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
     except Exception:  # noqa: BLE001 - a Ray without its generated stubs: Ray decides alone
         return None
-    metadata = tuple(token.header().items()) if token else ()
+    metadata = (("authorization", f"Bearer {token.value}"),) if token else ()  # gRPC: lower case keys
     channel = grpc.insecure_channel(address)
     try:
         stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
@@ -106,6 +108,9 @@ def resolve_address(target: str) -> str | None:
     """HOST:PORT of the GCS that `ray.init(address=target)` would reach, None if unknown here."""
     if "://" in target:
         return None  # Ray Client (ray://) or another scheme: no GCS to ask directly
+    host, sep, port = target.rpartition(":")
+    if sep and host and port.isdigit():
+        return target  # as given: the address the user named (Ray may turn 127.0.0.1 into the host's)
     try:
         from ray._private.services import canonicalize_bootstrap_address
 
@@ -200,15 +205,30 @@ def http_headers() -> dict[str, str]:
     return token.header() if token else {}
 
 
-def describe() -> tuple[str, str]:
-    """(status, detail) of Ray's auth as this process uses it, for doctor."""
+def describe() -> tuple[str, str, str | None]:
+    """(status, detail, hint) of Ray's auth as this process uses it, for doctor."""
     mode = auth_mode()
     if mode != "token":
-        return "ok", f"Ray's token auth is off for this cluster ({MODE_ENV}={mode})"
+        return "ok", f"Ray's token auth is off for this cluster ({MODE_ENV}={mode})", None
     try:
         token = find_token()
     except SleuthError as err:
-        return "fail", err.message
+        return "fail", err.message, FIX_HINT
     if token is None:
-        return "fail", f"Ray's token auth is on but no token was found (also not in {default_token_path()})"
-    return "ok", f"Ray's token auth is on; the broker sends the token from {token.source}"
+        return (
+            "fail",
+            f"Ray's token auth is on but no token was found (also not in {default_token_path()})",
+            FIX_HINT,
+        )
+    detail = f"Ray's token auth is on; the broker sends the token from {token.source}"
+    try:
+        bits = token.file.stat().st_mode & 0o777 if token.file else 0
+    except OSError:
+        bits = 0
+    if bits & 0o077:
+        return (
+            "warn",
+            f"{detail}, a file other users may read (mode {bits:04o}, as Ray writes it)",
+            f"chmod 600 {token.file}: whoever reads Ray's token can run code on the cluster.",
+        )
+    return "ok", detail, None

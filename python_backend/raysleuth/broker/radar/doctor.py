@@ -106,8 +106,8 @@ class Doctor:
         """Where the broker's Ray token comes from, while the cluster uses Ray's token auth."""
         if raytoken.auth_mode() != "token":
             return []
-        status, detail = raytoken.describe()
-        return [check("ray auth", status, detail, None if status == "ok" else raytoken.FIX_HINT)]
+        status, detail, hint = raytoken.describe()
+        return [check("ray auth", status, detail, hint)]
 
     async def report(self) -> dict:
         nodes = self.table.alive_nodes()
