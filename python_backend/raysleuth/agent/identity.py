@@ -163,16 +163,10 @@ class Identity:
             actor.get("actor_class"), actor.get("actor_name"), os.environ.get(roles_mod.PREFIX_ENV)
         )
 
-    def role_info(self, frame=None) -> dict:
-        """{worker_group, roles, role}: `role` is the role whose code runs in `frame`'s stack (a
-        hit's), else the only one it hosts; None while a worker of several runs none of them."""
+    def role_info(self) -> dict:
+        """{worker_group, roles, role}: `role` is the only role it hosts, else None."""
         hosted = self.roles()
         role = hosted[0]["name"] if len(hosted) == 1 else None
-        if len(hosted) > 1 and frame is not None:
-            try:
-                role = roles_mod.role_in(frame, hosted)
-            except Exception:  # noqa: BLE001 - a frame we cannot read: not known
-                swallow("finding the role running now")
         return {"worker_group": self.worker_group(), "roles": hosted, "role": role}
 
     def running_call(self) -> dict | None:
@@ -201,10 +195,14 @@ class Identity:
 
     def current(self) -> dict:
         """What a rank scope is matched against: node, actor, roles and the rank as known now.
-        Called from a hit's thread, `role` is the role whose code runs there."""
-        info = dict(self.static or {})
+        In a worker hosting several roles, `role` is the role whose code runs in the thread that
+        asks for it (a hit's), looked up on its stack only when a scope asks."""
+        info: dict = dict(self.static or {})
         info.update(self.actor())
-        info.update(self.role_info(sys._getframe(1)))
+        info.update(self.role_info())
+        if len(info["roles"]) > 1:
+            del info["role"]
+            info = _RoleOnAsk(info)
         info["rank"] = rank_mod.resolve_rank().rank
         if self.static is not None:
             # A worker Ray started before a job claimed it read the nil job id at connect: its
@@ -216,6 +214,29 @@ class Identity:
         s = self.static or {}
         r = rank_mod.resolve_rank().rank
         return f"Agent[node={str(s.get('node_id', '?'))[:4]} pid={os.getpid()} rank={r}]"
+
+
+class _RoleOnAsk(dict):
+    """An identity whose `role` is found on the asking thread's stack when first asked for (only
+    role scopes ask; a `[rank 2]` hit pays nothing for it). Keeps no frame."""
+
+    def get(self, key, default=None):
+        if key == "role" and not dict.__contains__(self, "role"):
+            self["role"] = self._role_here(sys._getframe(1))
+        return dict.get(self, key, default)
+
+    def __missing__(self, key):
+        if key != "role":
+            raise KeyError(key)
+        role = self["role"] = self._role_here(sys._getframe(1))
+        return role
+
+    def _role_here(self, frame) -> str | None:
+        try:
+            return roles_mod.role_in(frame, self["roles"])
+        except Exception:  # noqa: BLE001 - a frame we cannot read: not known
+            swallow("finding the role running now")
+            return None
 
 
 def _nil(job_id: str) -> bool:

@@ -13,7 +13,7 @@ def format_workers(workers: list[dict]) -> str:
     rows: list[tuple[str, ...]] = [("NODE", "PID", "ACTOR", "TASK", "RANK", "STATE", "WORKER")]
     for w in workers:
         actor = w.get("actor_class") or ("(task)" if w.get("task") else "-")
-        roles = [r.get("name") for r in w.get("roles") or () if isinstance(r, dict) and r.get("name")]
+        roles = [str(r["name"]) for r in w.get("roles") or () if isinstance(r, dict) and r.get("name")]
         if roles:  # a verl WorkerDict / FusedWorker_*: its roles first (#38)
             actor = f"{','.join(roles)} ({actor})"
         if w.get("actor_name"):

@@ -194,7 +194,8 @@ def test_the_agent_reports_roles_worker_group_and_the_call_running(monkeypatch):
     class Probe(CriticRole):
         def update_critic(self):
             seen["report"] = ident.reported_roles()  # the agent thread would see this call
-            seen["current"] = ident.current()  # what a hit in this thread matches
+            current = ident.current()  # what a hit in this thread matches
+            seen["current"] = dict(current, role=current.get("role"))
             return None
 
     probe_cls = fused({"actor": ActorRole, "critic": Probe})
@@ -206,6 +207,8 @@ def test_the_agent_reports_roles_worker_group_and_the_call_running(monkeypatch):
     assert seen["report"]["role_call"] == {"role": "critic", "task": "Probe.update_critic"}
     assert seen["report"]["worker_group"] == "ppo" and seen["report"]["role"] == "critic"
     assert seen["current"]["role"] == "critic" and seen["current"]["rank"] == 1
+    assert "role" not in dict(ident.current())  # found on the stack only when a scope asks
+    assert ident.current()["role"] is None  # this thread runs no role's code
 
 
 def test_role_and_actor_scopes_match_roles_inside_colocated_and_fused_classes():
