@@ -116,6 +116,10 @@ export interface CrashWorker {
   world_size?: number | null;
   gpu_ids?: number[];
   cwd?: string | null;
+  /** verl's worker group, the roles it hosts and the role that ran (issue 38). */
+  worker_group?: string | null;
+  roles?: WorkerRole[];
+  role?: string | null;
 }
 
 /** One frame of a crash record, innermost first. */

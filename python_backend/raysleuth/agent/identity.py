@@ -231,12 +231,24 @@ class _RoleOnAsk(dict):
         role = self["role"] = self._role_here(sys._getframe(1))
         return role
 
+    def __reduce__(self):
+        # Sent as a plain dict (a crash record's identity): the broker never imports the agent.
+        return dict, (dict(self, role=self.get("role")),)
+
     def _role_here(self, frame) -> str | None:
         try:
             return roles_mod.role_in(frame, self["roles"])
         except Exception:  # noqa: BLE001 - a frame we cannot read: not known
             swallow("finding the role running now")
             return None
+
+
+def role_at(identity: dict, frame) -> dict:
+    """`identity` with `role` the role whose code runs in `frame`'s stack (a crash's innermost
+    frame), in a worker hosting several roles."""
+    if isinstance(identity, _RoleOnAsk) and frame is not None:
+        identity["role"] = identity._role_here(frame)
+    return identity
 
 
 def _nil(job_id: str) -> bool:

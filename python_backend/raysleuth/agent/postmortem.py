@@ -26,7 +26,7 @@ import traceback
 import types
 
 from raysleuth.agent import debugger, stops
-from raysleuth.agent.identity import ray_connected
+from raysleuth.agent.identity import ray_connected, role_at
 from raysleuth.agent.log import swallow
 from raysleuth.model import frames as libframes
 
@@ -204,7 +204,7 @@ def build_record(agent, exc_info) -> dict:
         "frames": entries,
         "sources": capture.sources_of(entries),
         "chain": _chain(named),
-        "identity": agent.identity(),
+        "identity": role_at(agent.identity(), frames[0][0] if frames else None),  # verl's role (#38)
         **_task(),
         "gpu": gpu.sample(swallow),
         "cuda_memory": cuda_memory,

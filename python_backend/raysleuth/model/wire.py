@@ -78,6 +78,10 @@ class CrashWorker(TypedDict, total=False):
     world_size: int | None
     gpu_ids: list[int]
     cwd: str | None
+    #: verl's worker group, the roles it hosts and the role that ran (issue 38).
+    worker_group: str | None
+    roles: list[WorkerRole]
+    role: str | None
 
 
 class CrashFrame(TypedDict, total=False):

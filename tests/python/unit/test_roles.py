@@ -10,11 +10,12 @@ The classes below are built the way `verl/single_controller/ray/base.py` (0.9.1)
 
 from __future__ import annotations
 
+import pickle
 import sys
 
 import pytest
 
-from raysleuth.agent.identity import Identity
+from raysleuth.agent.identity import Identity, role_at
 from raysleuth.broker.groups.book import GroupBook
 from raysleuth.broker.workers.snapshot import StateSnapshot, merge_workers
 from raysleuth.model.roles import call_in, role_in, roles_of, user_task, worker_group_of
@@ -192,6 +193,9 @@ def test_the_agent_reports_roles_worker_group_and_the_call_running(monkeypatch):
     seen = {}
 
     class Probe(CriticRole):
+        def boom(self):
+            return 1 / 0
+
         def update_critic(self):
             seen["report"] = ident.reported_roles()  # the agent thread would see this call
             current = ident.current()  # what a hit in this thread matches
@@ -209,6 +213,16 @@ def test_the_agent_reports_roles_worker_group_and_the_call_running(monkeypatch):
     assert seen["current"]["role"] == "critic" and seen["current"]["rank"] == 1
     assert "role" not in dict(ident.current())  # found on the stack only when a scope asks
     assert ident.current()["role"] is None  # this thread runs no role's code
+    try:
+        probe._fuw_execute("critic_fwmn_boom")
+    except ZeroDivisionError as exc:  # a crash record's identity names the role that raised
+        tb = exc.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        assert role_at(ident.current(), tb.tb_frame)["role"] == "critic"
+    sent = pickle.loads(pickle.dumps(ident.current()))  # sent to the broker
+    assert type(sent) is dict and sent["roles"][1] == {"name": "critic", "class_name": "Probe"}
+    assert sent["worker_group"] == "ppo" and sent["role"] is None
 
 
 def test_role_and_actor_scopes_match_roles_inside_colocated_and_fused_classes():
@@ -303,6 +317,9 @@ def test_verls_own_classes_when_verl_is_installed():
 
     class Critic(VerlWorker):
         @verl_register(dispatch_mode=Dispatch.ONE_TO_ALL)
+        def boom(self):
+            return 1 / 0
+
         def update_critic(self):
             return None
 

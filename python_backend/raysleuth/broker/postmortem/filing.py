@@ -41,7 +41,8 @@ class PostMortem:
         worker = rec.get("worker") or {}
         ident = rec.pop("identity", None) or {}
         rec.pop("hold_request", None)  # a record sent late (no broker at the crash) was not held
-        for k in ("rank", "actor_class", "actor_name", "actor_id", "pid", "node_id", "node_ip", "job_id"):
+        for k in ("rank", "actor_class", "actor_name", "actor_id", "pid", "node_id", "node_ip", "job_id",
+                  "worker_group", "roles", "role"):  # fmt: skip
             if worker.get(k) is None and ident.get(k) is not None:
                 worker[k] = ident[k]
         if rec.get("task") and not worker.get("task"):
