@@ -24,9 +24,10 @@ class LensPart:
 
 
 def matches(defn: RemoteDef, worker: Worker) -> bool:
-    """An actor class by `actor_class`; a function by the task it runs (`f` or `module.f`)."""
+    """An actor class by `actor_class`, or a verl role class a `WorkerDict`/`FusedWorker_*` hosts
+    (#38); a function by the task it runs (`f` or `module.f`)."""
     if defn.kind == "actor":
-        return worker.actor_class == defn.name
+        return worker.actor_class == defn.name or any(r.get("class_name") == defn.name for r in worker.roles)
     task = worker.task or ""
     return not worker.actor_class and (task == defn.name or task.endswith("." + defn.name))
 

@@ -346,3 +346,14 @@ def test_raysleuth_list_shows_the_roles_and_the_roles_method():
                agent=True, roles=BOTH, role="actor", task="ActorRolloutRefWorker.update_actor")  # fmt: skip
     row = format_workers([w.to_json()]).splitlines()[1]
     assert "actor,critic (WorkerDict)" in row and "ActorRolloutRefWorker.update_actor" in row
+
+
+def test_the_code_lens_of_a_role_class_counts_the_workers_hosting_it():
+    from raysleuth.lsp.remotes import RemoteDef
+    from raysleuth.lsp.render import matches
+
+    span = ((0, 0), (0, 1))
+    critic = RemoteDef("CriticRole", "actor", span, span, "decorator")  # type: ignore[arg-type]
+    assert matches(critic, Worker("f", actor_class="FusedWorker_actor_critic", roles=BOTH))
+    assert not matches(critic, Worker("g", actor_class="WorkerDict", roles=BOTH[:1]))
+    assert matches(critic, Worker("h", actor_class="CriticRole"))
