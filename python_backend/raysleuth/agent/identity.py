@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 
 from raysleuth.agent import rank as rank_mod
 from raysleuth.agent.log import new_log_file, swallow
@@ -170,14 +169,14 @@ class Identity:
         return {"worker_group": self.worker_group(), "roles": hosted, "role": role}
 
     def running_call(self) -> dict | None:
-        """The role call some thread of a worker hosting several roles runs now: {role, task}."""
+        """The role call some thread of a worker hosting roles runs now: {role, task}. The thread
+        asking counts too: a pause's report is sent from the paused thread itself."""
         hosted = self.roles()
-        if len(hosted) < 2:
+        if not hosted:
             return None
-        me = threading.get_ident()
         try:
-            for tid, frame in list(sys._current_frames().items()):
-                call = roles_mod.call_in(frame, hosted) if tid != me else None
+            for frame in list(sys._current_frames().values()):
+                call = roles_mod.call_in(frame, hosted)
                 if call is not None:
                     return call
         except Exception:  # noqa: BLE001 - the report goes on without it

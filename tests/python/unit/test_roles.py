@@ -206,7 +206,6 @@ def test_the_agent_reports_roles_worker_group_and_the_call_running(monkeypatch):
     probe = probe_cls()
     ident = _identity_of(probe_cls, probe, monkeypatch)
     monkeypatch.setenv("WG_PREFIX", "ppo")
-    monkeypatch.setattr("raysleuth.agent.identity.threading.get_ident", lambda: -1)  # count this thread
     probe._fuw_execute("critic_fwmn_update_critic")
     assert seen["report"]["role_call"] == {"role": "critic", "task": "Probe.update_critic"}
     assert seen["report"]["worker_group"] == "ppo" and seen["report"]["role"] == "critic"
