@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from raysleuth.shared import names
+from raysleuth.shared import names, raytoken
 from raysleuth.shared.errors import SleuthError
 
 log = logging.getLogger(__name__)
@@ -26,12 +26,17 @@ def connect_ray(address: str | None):
         "(or set RAY_ADDRESS)."
     )
     probe_gcs(target, hint)
+    log.info("%s", raytoken.prepare(target))  # Ray's token auth: found and matched, never by hand
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return ray.init(
                 address=target, namespace=names.NAMESPACE, log_to_driver=False, logging_level=logging.WARNING
             )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - each becomes one line and a hint, never a traceback
+        if raytoken.is_auth_failure(exc):
+            raise raytoken.auth_failure(target, exc) from None
+        if not isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
+            raise
         raise SleuthError(f"Cannot connect to Ray at {target}: {exc}", hint) from exc
 
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from pathlib import Path
 
 import aiohttp
 
 from raysleuth.broker.workers.snapshot import StateSnapshot, settle_dead_nodes
-from raysleuth.shared.swallow import swallow_exception
+from raysleuth.shared import raytoken
 
 log = logging.getLogger(__name__)
 
@@ -24,25 +22,10 @@ LIMIT = 10_000
 
 
 def ray_auth_headers() -> dict[str, str]:
-    """`Authorization` header for Ray's dashboard when token auth is on, else {}."""
-    try:
-        from ray._private.authentication.http_token_authentication import (
-            get_auth_headers_if_auth_enabled,
-        )
-
-        return dict(get_auth_headers_if_auth_enabled({}))
-    except Exception:  # noqa: BLE001 - private Ray API moved: fall back to the documented sources
-        swallow_exception(log, "reading Ray's auth headers through its private API", level=logging.INFO)
-    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
-        return {}
-    token = os.environ.get("RAY_AUTH_TOKEN")
-    if not token:
-        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-        try:
-            token = path.read_text().strip()
-        except OSError:
-            return {}
-    return {"Authorization": f"Bearer {token}"}
+    """`Authorization: Bearer` for Ray's dashboard when the cluster uses token auth, else {}:
+    the token Ray's own client finds (`raysleuth.shared.raytoken`), once `connect_ray` has set
+    RAY_AUTH_MODE to match the cluster."""
+    return raytoken.http_headers()
 
 
 class StateApiClient:
@@ -62,10 +45,12 @@ class StateApiClient:
     async def _get(self, path: str) -> list[dict]:
         assert self._session is not None and self.url is not None
         async with self._session.get(self.url + path, headers=self.headers) as resp:
-            if resp.status == 401:
+            if resp.status in (401, 403):
+                sent = "no token" if not self.headers else "Ray's token"
                 raise PermissionError(
-                    "Ray's dashboard refused our request (401): the cluster uses token auth; "
-                    "set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH for the broker"
+                    f"Ray's dashboard refused our request ({resp.status}, {sent} sent): the cluster "
+                    "uses token auth; give the broker the cluster's token (RAY_AUTH_TOKEN, "
+                    "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) and start it again"
                 )
             resp.raise_for_status()
             body = await resp.json()
