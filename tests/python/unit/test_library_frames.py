@@ -222,3 +222,16 @@ def test_debugpy_is_given_a_traceback_that_ends_on_the_users_line():
     assert at_user_frame(cut) == cut, "the user's frame innermost already: unchanged"
     bare = (ValueError, ValueError(), None)
     assert at_user_frame(bare) is bare, "no traceback: as it is"
+
+
+def test_all_frames_is_0_or_1_else_a_400():
+    import pytest
+
+    from raysleuth.broker.radar.stacks import StacksQuery
+    from raysleuth.shared.errors import BadRequest
+
+    assert StacksQuery.from_params({"all_frames": "1"}).all_frames
+    assert not StacksQuery.from_params({}).all_frames
+    with pytest.raises(BadRequest) as bad:
+        StacksQuery.from_params({"all_frames": "yes please"})
+    assert "all_frames" in bad.value.message and bad.value.hint
