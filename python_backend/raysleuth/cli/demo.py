@@ -7,7 +7,9 @@ Everything it starts it also stops, by handle: the Ray cluster it owns and the b
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -174,14 +176,17 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
     import ray
 
     _say("[1/4] starting an embedded local Ray cluster (agent on: RAYSLEUTH=1) ...")
-    ctx = ray.init(
-        address="local",  # always a new embedded cluster, never one found in /tmp/ray
-        num_cpus=WORLD_SIZE + 4,
-        include_dashboard=True,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        logging_level="WARNING",
-    )
+    mode_before = os.environ.get("RAY_AUTH_MODE")  # unset: Ray's default (token auth) applies
+    with _ray_auth_notice_as_ours():
+        ctx = ray.init(
+            address="local",  # always a new embedded cluster, never one found in /tmp/ray
+            num_cpus=WORLD_SIZE + 4,
+            include_dashboard=True,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            logging_level="WARNING",
+        )
+    _say(_auth_line())
     broker = None
     unplanned: list[str] = []  # failures other than the staged crash
     stop = {"now": False}
@@ -192,7 +197,12 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
     signal.signal(signal.SIGTERM, on_term)
     try:
         _say("[2/4] starting the broker ...")
-        broker = start_broker(sd, address=ctx.address_info["gcs_address"])
+        # The broker finds Ray's token by itself, as `raysleuth broker` does for a user's cluster:
+        # it does not inherit the RAY_AUTH_MODE that Ray's default just set in this process.
+        env = (
+            None if mode_before is not None else {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+        )
+        broker = start_broker(sd, address=ctx.address_info["gcs_address"], env=env)
         client = BrokerClient(broker.http, broker.token)
         _say(f"      broker at {broker.http} (DAP {broker.ready['dap']}); log: {broker.log_path}")
 
@@ -246,6 +256,40 @@ def run_demo(state_dir: str | None, steps: int, forever: bool) -> int:
         ray.shutdown()
     aborted = _say_ray_aborts(ctx.address_info["session_dir"])
     return 1 if aborted or unplanned else 0
+
+
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _DropRayAuthNotice(logging.Filter):
+    """Ray's "Token authentication is enabled for this Ray cluster" warning at a new cluster's
+    start reads like an error; the demo says what it means in its own line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
+@contextlib.contextmanager
+def _ray_auth_notice_as_ours():
+    logger, drop = logging.getLogger(RAY_AUTH_LOGGER), _DropRayAuthNotice()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def _auth_line() -> str:
+    from raysleuth.shared import raytoken
+
+    if raytoken.auth_mode() != "token":
+        return "      Ray's token auth is off (RAY_AUTH_MODE is set): nothing needs the token"
+    try:
+        token = raytoken.find_token()
+    except Exception as exc:  # noqa: BLE001 - a line of the demo's output, never its end
+        return f"      Ray's token auth is on; its token: {exc}"
+    where = token.source if token else "nowhere found"
+    return f"      Ray's token auth is on (Ray's default); its token: {where}; the broker finds it there"
 
 
 def _say_ray_aborts(session_dir: str) -> int:
