@@ -26,6 +26,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -56,7 +57,11 @@ _FRAMEWORK = re.compile("(?:^|/)(?:" + "|".join(re.escape(p) for p in FRAMEWORK_
 
 def user_packages(env: dict | None = None) -> frozenset[str]:
     """The top-level package names RAYSLEUTH_USER_PACKAGES declares the user's."""
-    text = (os.environ if env is None else env).get(USER_PACKAGES_ENV) or ""
+    return _names((os.environ if env is None else env).get(USER_PACKAGES_ENV) or "")
+
+
+@functools.lru_cache(maxsize=16)
+def _names(text: str) -> frozenset[str]:
     return frozenset(n.strip() for n in text.split(",") if n.strip().isidentifier())
 
 
@@ -72,10 +77,16 @@ def _users(posix: str, names: frozenset[str]) -> bool:
 
 def is_library(path: str | None, users: frozenset[str] | None = None) -> bool:
     """Whether a frame's file is a library's, not the user's (see the module doc)."""
+    return _library(str(path or ""), user_packages() if users is None else users)
+
+
+@functools.lru_cache(maxsize=8192)
+def _library(path: str, users: frozenset[str]) -> bool:
+    """The rule, once per file: a stack of a thousand ranks names the same few files."""
     if not has_source(path):
         return True
-    posix = str(path).replace("\\", "/")
-    if _users(posix, user_packages() if users is None else users):
+    posix = path.replace("\\", "/")
+    if _users(posix, users):
         return False
     return bool(_INSTALLED.search(posix) or _STDLIB.search(posix) or _FRAMEWORK.search(posix))
 

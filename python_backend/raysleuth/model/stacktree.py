@@ -7,7 +7,7 @@ CLI's `stacks --tree` and the tests build it from the same rows.
 
 from __future__ import annotations
 
-from raysleuth.model.frames import flagged
+from raysleuth.model.frames import is_library, user_packages
 from raysleuth.model.stacks import _called, _job_order, _rank_key, main_thread, rank_ranges
 
 
@@ -34,22 +34,35 @@ def _bare(frame: dict) -> dict:
     return {k: frame.get(k) for k in ("function", "path", "line", "code") if frame.get(k) is not None}
 
 
-def _steps(frames: list[dict]) -> list[tuple[tuple, dict, list[dict]]]:
-    """A worker's path through the tree, outermost first, as (key, node seed, via) steps: one per
+_NONE: list[dict] = []
+"""The `via` of a user frame called straight from the one before (shared, never appended to)."""
+
+
+def _steps(frames: list[dict], known: dict) -> list[tuple[tuple, dict, list[dict]]]:
+    """A worker's path through the tree, outermost first, as (key, frame, via) steps: one per
     frame of the user's, with the library frames between it and the user frame before it as its
     `via`; the library frames inside the innermost user frame (or a whole stack of library
     frames) as one last `library` step. Library frames never make a step of their own: ranks that
     part inside verl's wrappers part at the user frame that called them."""
     steps: list[tuple[tuple, dict, list[dict]]] = []
-    via: list[dict] = []
+    via: list[dict] = _NONE  # a list made only for a library frame: most user frames have none
     for f in reversed(frames):
-        if flagged(f):
-            via.append(_bare(f))
+        path = f.get("path")
+        lib = f.get("library")
+        if lib is None:  # a row the broker did not mark: the rule, once per file
+            lib = known.get(path)
+            if lib is None:
+                lib = known[path] = is_library(path, known["users"])
+        if lib:
+            if via is _NONE:
+                via = [f]
+            else:
+                via.append(f)
             continue
-        steps.append((("user", *_key(f)), _bare(f), via))
-        via = []
+        steps.append(((path, f.get("line"), f.get("function")), f, via))
+        via = _NONE
     if via:
-        steps.append((("library", *(_key(f) for f in via)), dict(_last_call(via), frames=via), []))
+        steps.append((("library", *(_key(f) for f in via)), _last_call(via), via))  # never a user key
     return steps
 
 
@@ -67,7 +80,8 @@ def job_tree(workers: list[dict], job=None) -> dict:
     parent in `via`, and what a worker runs inside its innermost user frame is one `library`
     leaf with its `frames`; so ranks part at a frame of the user's, never at a wrapper."""
     rows = sorted((w for w in workers if main_thread(w)), key=_rank_key)
-    paths = [_steps((main_thread(w) or {}).get("frames") or []) for w in rows]
+    known: dict = {"users": user_packages()}
+    paths = [_steps((main_thread(w) or {}).get("frames") or [], known) for w in rows]
     outer = {p[0][0] for p in paths if p}
     if len(outer) == 1:
         key0, seed, via = next(p[0] for p in paths if p)
@@ -93,11 +107,13 @@ def job_tree(workers: list[dict], job=None) -> dict:
     return root
 
 
-def _seeded(key: tuple, seed: dict, via: list[dict]) -> dict:
-    node = _node(seed, library=key[0] == "library")
-    node["via"] = via
+def _seeded(key: tuple, frame: dict, via: list[dict]) -> dict:
+    """A new node for a step: a user frame and its way in, or a leaf of library frames."""
+    node = _node(frame, library=key[0] == "library" and isinstance(key[1], tuple))
     if node["library"]:
-        node["frames"] = seed["frames"]
+        node["frames"] = [_bare(f) for f in via]
+    else:
+        node["via"] = [_bare(f) for f in via]
     return node
 
 
