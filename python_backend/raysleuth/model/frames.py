@@ -71,6 +71,12 @@ def has_source(path: str | None) -> bool:
     return bool(path) and not str(path).startswith("<") and not _NO_SOURCE.search(str(path))
 
 
+def is_compiled(path: str | None) -> bool:
+    """A Cython source path (`python/ray/_raylet.pyx`): a file no one has, unlike a `<string>`
+    whose text a debugger may still hold."""
+    return bool(path) and bool(_NO_SOURCE.search(str(path)))
+
+
 def _users(posix: str, names: frozenset[str]) -> bool:
     return any(f"/{n}/" in posix or posix.endswith(f"/{n}.py") for n in names)
 

@@ -170,6 +170,11 @@ def test_the_dap_stack_dims_every_library_frame_and_names_no_made_up_source():
         "origin": NO_SOURCE_ORIGIN,
     }
     assert out[0] == body["stackFrames"][0]
+    held = {"id": 6, "name": "<module>", "line": 1, "source": {"name": "<string>", "sourceReference": 3}}
+    kept = tidy("stackTrace", {"stackFrames": [held]})["stackFrames"][0]
+    assert kept["presentationHint"] == "subtle" and kept["source"]["sourceReference"] == 3, (
+        "a <string> keeps its text"
+    )
     # A raise inside a library: the stop is placed at the user's line that called it.
     inside = [{"id": 9, "name": "all_reduce", "line": 5, "source": {"path": SP + "torch/distributed/x.py"}}]
     assert (

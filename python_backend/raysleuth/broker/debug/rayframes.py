@@ -45,7 +45,7 @@ def _frame(frame: dict, users: frozenset[str]) -> dict:
     frame = dict(frame, presentationHint="subtle")
     if source:
         frame["source"] = dict(source, presentationHint="deemphasize")
-        if path and not libframes.has_source(path):
+        if libframes.is_compiled(path):
             name = str(path).replace("\\", "/").rpartition("/")[2]
             frame["source"] = {"name": name, "presentationHint": "deemphasize", "origin": NO_SOURCE_ORIGIN}
     return frame
