@@ -1,5 +1,6 @@
 """One real local Ray cluster (agent on, auth off) and one real broker for the framework tests:
-Ray Train, Tune and Serve with their own APIs, and a verl-style worker group.
+Ray Train, Tune and Serve with their own APIs, and verl 0.9.1's single controller on CPU (worker
+groups on a `RayResourcePool(use_gpu=False)`, colocated and fused role classes).
 
 The job modules (`fw_*.py`) sit beside the tests and reach workers through PYTHONPATH, as a
 user's project on a cluster would; breakpoints are set on their absolute paths.
@@ -8,10 +9,12 @@ user's project on a cluster would; breakpoints are set on their absolute paths.
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from helpers import free_port, local_cluster, pin_ray_env
+from helpers import assert_no_fatal_checks, fatal_checks_in, free_port, local_cluster, pin_ray_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,8 +26,36 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    with local_cluster("rs-fw-", num_cpus=8) as ctx:
+    # 8 CPUs for the verl groups' placement groups (one CPU a rank: 4 + 2 + 2), 4 for the rest.
+    with local_cluster("rs-fw-", num_cpus=12) as ctx:
         yield ctx
+
+
+@pytest.fixture(scope="module")
+def verl_groups(ray_cluster):
+    """make(cls, ranks, name_prefix, **kwargs) -> a real verl `RayWorkerGroup` of `ranks` workers
+    of `cls` (a `RayClassWithInitArgs`) on its own CPU resource pool (one CPU a rank: verl's
+    default of 10 a bundle would not fit). At the end of the module each group's workers are
+    killed and its placement groups removed, and the cluster's worker logs must hold no fatal
+    Ray check (`Check failed`) so far."""
+    import ray
+    from verl.single_controller.ray import RayResourcePool, RayWorkerGroup
+
+    made = []
+
+    def make(cls, ranks: int, name_prefix: str, **kwargs):
+        pool = RayResourcePool([ranks], use_gpu=False, max_colocate_count=1, name_prefix=name_prefix)
+        wg = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=cls, name_prefix=name_prefix, **kwargs)
+        made.append((wg, pool))
+        return wg
+
+    yield make
+    for wg, pool in made:
+        for w in wg.workers:
+            ray.kill(w)
+        for pg in pool.pgs or []:
+            ray.util.remove_placement_group(pg)
+    assert_no_fatal_checks(fatal_checks_in(ray_cluster.address_info["session_dir"]))
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +69,29 @@ def serve_url(ray_cluster):
     serve.run(fw_serve.app, name="fw", route_prefix="/double")
     yield f"http://127.0.0.1:{port}/double"
     serve.shutdown()
+
+
+class Driver:
+    """The driver's blocking calls (verl's `wg.method(...)` waits for every rank) in daemon threads:
+    `submit(fn, *args)` -> a Future. A call that a failed test left waiting on a paused rank
+    holds up neither the test's teardown nor the interpreter's exit."""
+
+    def submit(self, fn, *args) -> Future:
+        fut: Future = Future()
+
+        def run() -> None:
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the test through the future
+                fut.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True, name=f"driver-{getattr(fn, '__name__', 'call')}").start()
+        return fut
+
+
+@pytest.fixture
+def driver():
+    return Driver()
 
 
 @pytest.fixture
