@@ -100,6 +100,8 @@ def _colocated_roles(cls) -> list[tuple[str, str | None]]:
             code = getattr(fn, "__code__", None)
             if code is None or "key" not in code.co_freevars or "name" not in code.co_freevars:
                 continue
+            if "generate_function.<locals>." not in getattr(fn, "__qualname__", ""):
+                continue  # a closure of the user's own: verl's are made by `generate_function`
             cell = fn.__closure__[code.co_freevars.index("key")]
             key = cell.cell_contents
             if isinstance(key, str) and key not in names:
@@ -169,6 +171,7 @@ def call_in(frame, roles: list[dict]) -> dict | None:
             "key" in code.co_freevars
             and "name" in code.co_freevars
             and code.co_name in ("func", "async_func")
+            and "generate_function.<locals>." in getattr(code, "co_qualname", "generate_function.<locals>.")
         ):
             local = f.f_locals
             found = (local.get("key"), local.get("name"))

@@ -127,6 +127,14 @@ def test_roles_of_a_colocated_class_name_its_roles_before_init_and_their_classes
     assert roles_of(cls, inst) == BOTH
     assert roles_of(Worker_) == [] and roles_of(ActorRole, ActorRole()) == []
 
+    def made(key, name):  # the user's own closure over `key` and `name`: no role
+        def func(self):
+            return key, name
+
+        return func
+
+    assert roles_of(type("Mine", (), {"get": made("a", "b")})) == []
+
 
 def test_roles_of_a_fused_class_are_known_from_the_class_alone():
     cls = fused(ROLES)
