@@ -20,7 +20,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, broker_command, short_temp_dir, wait_until
+from helpers import (
+    FIXTURES,
+    assert_no_fatal_checks,
+    broker_command,
+    fatal_checks_in,
+    short_temp_dir,
+    wait_until,
+)
 
 from raysleuth.client import BrokerClient
 
@@ -35,7 +42,8 @@ ctx = ray.init(address="local", num_cpus=2, include_dashboard=True, dashboard_po
 trainer = ray.remote(num_cpus=1)(ranked_job.RankedTrainer).remote(0, 1)
 pid = ray.get(trainer.pid.remote())
 print(json.dumps({"gcs": ctx.address_info["gcs_address"], "dashboard": ctx.dashboard_url, "pid": pid,
-                  "mode": os.environ.get("RAY_AUTH_MODE")}), flush=True)
+                  "mode": os.environ.get("RAY_AUTH_MODE"), "session": ctx.address_info["session_dir"]}),
+      flush=True)
 sys.stdin.read()  # until the test closes it
 ray.shutdown()
 """
@@ -82,6 +90,7 @@ def default_cluster(tmp_path_factory):
         env=clean_env(home, RAYSLEUTH="1"),
         start_new_session=True,
     )
+    info: dict = {}
     try:
         line = proc.stdout.readline()
         assert line, proc.stderr.read()[-3000:] if proc.poll() is not None else "the driver printed nothing"
@@ -94,8 +103,11 @@ def default_cluster(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
-        shutil.rmtree(temp, ignore_errors=True)
+        found = fatal_checks_in(info["session"]) if info else []
+        if not found:
+            shutil.rmtree(temp, ignore_errors=True)  # else kept: the worker logs name the check
         assert user_token_state() == before, "the user's ~/.ray/auth_token was touched"
+        assert_no_fatal_checks(found)
 
 
 def run_broker(state: Path, address: str, env: dict) -> subprocess.Popen:
