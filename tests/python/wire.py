@@ -202,3 +202,14 @@ def broker_connections(pid: int) -> int:
     conns = psutil.Process(pid).net_connections("tcp")
     ports = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
     return sum(1 for c in conns if c.status != psutil.CONN_LISTEN and c.laddr.port in ports)
+
+
+TCP_ESTABLISHED = 1
+"""`tcpi_state` of a connection both ends still hold (Linux's TCP_ESTABLISHED)."""
+
+
+def peer_dropped(sock: socket.socket) -> bool:
+    """Whether the far end ended this TCP connection (a FIN or a reset came), by the kernel's
+    state of it: no read, no write, so a client that never reads can ask without provoking
+    anything (its unread input would hide an EOF from a peek)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] != TCP_ESTABLISHED

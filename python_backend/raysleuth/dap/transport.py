@@ -6,7 +6,10 @@ such calls. Standard library only: it must never import the broker or the agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,6 +20,22 @@ log = logging.getLogger(__name__)
 CLOSE_FLUSH_S = 5.0
 """How long closing waits for output the peer has not read yet; then the connection is dropped
 (a peer that never reads would otherwise hold it, and its task, for ever)."""
+
+
+RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+"""SO_LINGER on, 0 s: closing the socket resets the connection (RST) instead of sending FIN."""
+
+
+def reset(transport: asyncio.WriteTransport) -> None:
+    """Drop a socket's connection now, with a reset. A plain close (asyncio's `abort()` is one)
+    queues the FIN behind the output the peer has not read: a peer that never reads never gets
+    it, and its kernel keeps the half-closed connection open, unread bytes and all (#37: a DAP
+    client flooding without reading saw no close in 20 s). The reset reaches it at once."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):  # not a TCP socket, or already closed
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
+    transport.abort()
 
 
 class Overrun(ConnectionError):
@@ -69,7 +88,7 @@ class StreamTransport(Transport):
             swallow_exception(log, "waiting for a DAP socket to close", level=logging.DEBUG)
 
     def abort(self) -> None:
-        self.writer.transport.abort()
+        reset(self.writer.transport)
 
 
 class CallTransport(Transport):

@@ -4,39 +4,29 @@ session's own methods (`on` made the old dispatcher call itself), and 1,100 conn
 hold a half-sent HTTP request. Each is closed or answered within its bound, the broker's memory
 and open connections stay bounded, and `GET /v1/hello` keeps answering meanwhile.
 
-The broker is one of this module's own, with the header timeout shrunk (an env setting).
+The broker is the suite's own (one broker a Ray cluster), with its default bounds; each test
+leaves it as it found it (every flood connection closed), for the tests after it.
 """
 
 from __future__ import annotations
 
-import os
 import select
 import socket
 import threading
 import time
 from urllib.parse import urlsplit
 
-import pytest
+import psutil
 from helpers import dap_address, wait_until
-from wire import broker_connections, broker_rss_mb, dap_frame, parse_dap
+from wire import broker_connections, broker_rss_mb, dap_frame, parse_dap, peer_dropped
 
-HEADER_TIMEOUT_S = 4.0
-MAX_CONNECTIONS = 1000
-REQUESTS_BEFORE_ATTACH = 64
+from raysleuth.shared.limits import DAP_REQUESTS_BEFORE_ATTACH, HTTP_HEADER_TIMEOUT_S, MAX_CONNECTIONS
+
 NONCE = b"ab" * 16
-
-
-@pytest.fixture(scope="module")
-def broker(ray_cluster, tmp_path_factory):
-    from raysleuth.broker.process import start_broker
-
-    env = {**os.environ, "RAYSLEUTH_HTTP_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S)}
-    env.pop("RAYSLEUTH_MAX_CONNECTIONS", None)
-    env.pop("RAYSLEUTH_DAP_REQUESTS_BEFORE_ATTACH", None)
-    address = ray_cluster.address_info["gcs_address"]
-    b = start_broker(tmp_path_factory.mktemp("floods"), address=address, env=env)
-    yield b
-    assert b.stop() == 0
+HELLO_BOUND_MS = 5000.0
+"""Slowest `GET /v1/hello` allowed while a flood runs. A loose bound (the machine running the
+suite may be loaded): it shows the broker keeps answering, not how fast; bench/broker_limits.py
+measures the latency against the same broker quiet."""
 
 
 def log_text(broker) -> str:
@@ -80,48 +70,58 @@ class HelloProbe:
         self._thread.join(15)
 
 
-def flood_without_reading(addr, deadline_s: float = 20.0) -> tuple[int, bool]:
+def flood_without_reading(addr, deadline_s: float = 30.0) -> tuple[int, bool]:
     """Send small `threads` requests on one DAP connection as fast as the socket takes them,
-    never reading; (requests sent, whether the broker dropped the connection in time)."""
+    never reading; (requests sent, whether the connection ended before the deadline). That it
+    ended is the kernel's word (the connection's state), not a read: unread answers would hide
+    an EOF from a peek, and a FIN queued behind them would never come."""
     frames = b"".join(dap_frame({"seq": i, "type": "request", "command": "threads"}) for i in range(1, 501))
     sent = 0
     with socket.create_connection(addr, timeout=5) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(0.2)  # the broker stops reading at its bound: look again soon
         deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
+            if peer_dropped(s):
+                return sent, True
             try:
                 s.sendall(frames)
             except (BrokenPipeError, ConnectionResetError):
                 return sent, True
-            except TimeoutError:  # the broker stopped reading: is it gone?
-                pass
-            else:
-                sent += 500
-            readable, _, _ = select.select([s], [], [], 0)
-            if readable:  # never reads answers, only looks whether the broker closed
-                try:
-                    if s.recv(1, socket.MSG_PEEK) == b"":
-                        return sent, True
-                except ConnectionResetError:
-                    return sent, True
+            except TimeoutError:  # the broker does not read: it may be dropping the connection
+                continue
+            sent += 500
     return sent, False
+
+
+def cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def test_a_dap_flood_before_attach_is_closed_and_memory_stays_bounded(broker):
     """Finding 5: one connection sent 872k requests without reading and the broker grew by
-    600 MB. Now each connection is dropped after 64 requests, with one log line."""
+    600 MB. Now each connection is dropped (a reset) after 64 requests, with one log line."""
     addr = dap_address(broker)
     hello_ms(broker)
+    before = len(log_text(broker))
+    conns0 = broker_connections(broker.proc.pid)
     rss0 = broker_rss_mb(broker.proc.pid)
     with HelloProbe(broker) as probe:
         for _ in range(5):  # an attacker that comes back
             sent, dropped = flood_without_reading(addr)
-            assert dropped, f"the broker still took requests after {sent} of them without an attach"
+            assert dropped, f"the broker still held the connection after {sent} requests without an attach"
     rss1 = broker_rss_mb(broker.proc.pid)
     assert rss1 - rss0 < 50, f"broker RSS {rss0:.0f} -> {rss1:.0f} MB"
-    assert not probe.errors and probe.times and max(probe.times) < 1000, (probe.errors, probe.times)
-    lines = [x for x in log_text(broker).splitlines() if f"more than {REQUESTS_BEFORE_ATTACH} requests" in x]
-    assert len(lines) == 5, lines  # one line per connection
+    assert not probe.errors and probe.times and max(probe.times) < HELLO_BOUND_MS, (probe.errors, probe.times)
+
+    def lines() -> list[str]:
+        bound = f"more than {DAP_REQUESTS_BEFORE_ATTACH} requests"
+        return [x for x in log_text(broker)[before:].splitlines() if bound in x]
+
+    wait_until(lambda: len(lines()) >= 5, 20, 0.05, "each flood session's last log line")
+    assert len(lines()) == 5, lines()  # one line per connection
+    wait_until(lambda: broker_connections(broker.proc.pid) <= conns0, 20, message="the broker to let go")
 
 
 UNKNOWN = ["on", "__init__", "_handle", "initialize_request", "on_request", "attach_request",
@@ -156,20 +156,21 @@ def exchange(sock: socket.socket, messages: list[dict], timeout: float = 10) -> 
 
 def test_command_names_of_the_session_get_unknown_command_fast_and_no_traceback(broker):
     """Finding 7: `on` made the dispatcher call `on_request` until the recursion limit, each
-    time with a traceback in the log, 50 ms of broker CPU a request."""
+    time with a traceback in the log, 50 ms of broker CPU a request (the broker's CPU time is
+    measured, not the wall clock: the machine may be loaded)."""
     before = len(log_text(broker))
     with socket.create_connection(dap_address(broker), timeout=10) as s:
         (init,) = exchange(s, [{"seq": 1, "type": "request", "command": "initialize", "arguments": {}}])
         assert init["success"]
-        t = time.perf_counter()
-        names = UNKNOWN + ["on"] * (REQUESTS_BEFORE_ATTACH - 1 - len(UNKNOWN))
+        cpu0 = cpu_s(broker.proc.pid)
+        names = UNKNOWN + ["on"] * (DAP_REQUESTS_BEFORE_ATTACH - 1 - len(UNKNOWN))
         msgs = [{"seq": 10 + i, "type": "request", "command": c} for i, c in enumerate(names)]
-        answers = exchange(s, msgs)
-        took = time.perf_counter() - t
+        answers = exchange(s, msgs, timeout=30)
+        took = cpu_s(broker.proc.pid) - cpu0
     for name, answer in zip(names, answers, strict=True):
         assert answer["success"] is False and answer["command"] == name, answer
         assert "unknown command" in answer["message"], answer
-    assert took < 1.0, f"{len(names)} unknown commands took {took:.2f} s"
+    assert took < 1.0, f"{len(names)} unknown commands took {took:.2f} s of the broker's CPU"
     tail = log_text(broker)[before:]
     assert "Traceback" not in tail and "RecursionError" not in tail, tail[-3000:]
 
@@ -205,17 +206,19 @@ def test_half_sent_http_requests_are_capped_and_closed_after_the_header_timeout(
                     closed[index[fd]] = time.monotonic()
                 return len(closed) == len(opened)
 
-            wait_until(all_closed, HEADER_TIMEOUT_S + 30, 0.05, "the broker to close every half-sent request")
+            wait_until(
+                all_closed, HTTP_HEADER_TIMEOUT_S + 30, 0.05, "the broker to close every half-sent request"
+            )
         finally:
             for s, _ in opened:
                 s.close()
-    early = sum(1 for i, when in closed.items() if when - opened[i][1] < HEADER_TIMEOUT_S - 0.5)
+    early = sum(1 for i, when in closed.items() if when - opened[i][1] < HTTP_HEADER_TIMEOUT_S - 0.5)
     late = max(when - opened[i][1] for i, when in closed.items())
     assert early >= 100, f"only {early} connections were closed to keep the cap"
-    assert late < HEADER_TIMEOUT_S + 10, f"a half-sent request stayed {late:.1f} s"
+    assert late < HTTP_HEADER_TIMEOUT_S + 10, f"a half-sent request stayed {late:.1f} s"
     # The gate counts at most 1,000; a socket it closed is freed on asyncio's next turn, after
     # the rest of an accept batch: the kernel's count may pass the cap by a few meanwhile.
     assert peak <= MAX_CONNECTIONS + 20, f"the broker held {peak} connections"
     slowest = sorted(probe.times)[-5:]
-    assert not probe.errors and probe.times and max(probe.times) < 1000, (probe.errors, slowest)
+    assert not probe.errors and probe.times and max(probe.times) < HELLO_BOUND_MS, (probe.errors, slowest)
     wait_until(lambda: broker_connections(broker.proc.pid) <= conns0 + 2, 20, message="the broker to let go")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 
 import pytest
+from wire import peer_dropped
 
 from raysleuth.broker import oneport
 from raysleuth.broker.debug import dap_front
@@ -218,9 +220,41 @@ async def test_names_of_the_session_are_unknown_commands_without_a_traceback(doo
 async def test_requests_before_attach_past_the_bound_close_the_connection(door_port, monkeypatch):
     monkeypatch.setattr(dap_front, "DAP_REQUESTS_BEFORE_ATTACH", 5)
     port, _ = door_port
-    flood = b"".join(frame({"seq": i, "type": "request", "command": "threads"}) for i in range(1, 21))
-    answers = await closed_by_broker(port, flood)
-    assert answers.count(b'"type":"response"') == 5  # then dropped, the rest unread
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(frame({"seq": i, "type": "request", "command": "threads"}) for i in range(1, 6)))
+    for seq in range(1, 6):  # within the bound: each answered
+        answer = await asyncio.wait_for(read_message(reader), 5)
+        assert answer["request_seq"] == seq and answer["success"] is False
+    writer.write(b"".join(frame({"seq": i, "type": "request", "command": "threads"}) for i in range(6, 21)))
+    try:  # one more: dropped (a reset), nothing more answered
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    except ConnectionResetError:
+        pass
+    writer.close()
+
+
+async def test_a_client_that_floods_and_never_reads_is_reset_at_once(door_port, caplog):
+    """The answers to its first 64 requests fill its receive window: a plain close would queue
+    the broker's FIN behind them, and a client that never reads would never see the end of its
+    connection (#37: an attacker's socket stayed open, the broker's half in FIN-WAIT-1). A reset
+    ends it on both sides at once."""
+    caplog.set_level(logging.INFO, "raysleuth")
+    port, _ = door_port
+    flood = b"".join(frame({"seq": i, "type": "request", "command": "threads"}) for i in range(1, 101))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and it never reads
+    sock.connect(("127.0.0.1", port))
+    try:
+        sock.sendall(flood)
+        deadline = asyncio.get_running_loop().time() + 5
+        while not peer_dropped(sock):
+            assert asyncio.get_running_loop().time() < deadline, "the client never saw the connection end"
+            await asyncio.sleep(0.02)
+    finally:
+        sock.close()
+    while "more than 64 requests before an attach" not in caplog.text:  # the session's last line
+        assert asyncio.get_running_loop().time() < deadline + 5, caplog.text
+        await asyncio.sleep(0.02)
 
 
 async def test_output_a_client_does_not_read_is_bounded_then_the_connection_is_dropped():
