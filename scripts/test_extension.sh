@@ -16,6 +16,7 @@ cd "$ROOT"
 RAYSLEUTH_BIN="${RAYSLEUTH_BIN:-$ROOT/.venv/bin/raysleuth}"
 
 RUN_DIR=""
+STATE=""
 DEMO_PID=""
 DEMO_RC=0
 finished=0
@@ -42,8 +43,8 @@ wait_gone() { # pid seconds
 stop_demo() {
   [ -n "$DEMO_PID" ] || return 0
   local broker_pid=""
-  if [ -f "$RUN_DIR/state/broker.json" ]; then
-    broker_pid="$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$RUN_DIR/state/broker.json" | head -1)"
+  if [ -f "$STATE/broker.json" ]; then
+    broker_pid="$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$STATE/broker.json" | head -1)"
   fi
   if alive "$DEMO_PID"; then
     say "stopping raysleuth demo (pid $DEMO_PID)"
@@ -75,7 +76,7 @@ cleanup() {
   if [ -n "$RUN_DIR" ] && [ -d "$RUN_DIR" ]; then
     if [ "${KEEP_RUN_DIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
       [ -f "$RUN_DIR/demo.log" ] && { say "last lines of the demo's log:"; tail -15 "$RUN_DIR/demo.log"; }
-      [ -f "$RUN_DIR/state/broker.log" ] && { say "the broker's log, warnings and breakpoint sets:"; grep -E "WARNING|ERROR|breakpoints|points" "$RUN_DIR/state/broker.log" | tail -40; }
+      [ -f "$STATE/broker.log" ] && { say "the broker's log, warnings and breakpoint sets:"; grep -E "WARNING|ERROR|breakpoints|points" "$STATE/broker.log" | tail -40; }
       if [ "${KEEP_RUN_DIR:-0}" = 1 ]; then say "kept $RUN_DIR"; else rm -rf "$RUN_DIR"; fi
     else
       rm -rf "$RUN_DIR"
@@ -100,7 +101,10 @@ if [ ! -x "$RAYSLEUTH_BIN" ]; then
 fi
 
 RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/raysleuth-ext.XXXXXX")"
-mkdir -p "$RUN_DIR/state"
+# The demo's state dir is the default one (~/.raysleuth) of the home the new-user scenario runs
+# with: a link there would be refused as a state dir (#37).
+STATE="$RUN_DIR/home/.raysleuth"
+mkdir -p "$STATE"
 
 # As the Python tests do (tests/python/helpers.py, pin_ray_env): loopback only and an
 # explicit auth mode. Unset, Ray turns token auth on by itself when ~/.ray/auth_token
@@ -115,13 +119,13 @@ export RAYSLEUTH_POSTMORTEM_HOLD=0
 # A new session, so the demo's pid is its session id and nothing it starts
 # outlives cleanup(). `setsid` execs in place here (a background job of a
 # script is not a process group leader), so $! is the demo itself.
-say "starting raysleuth demo --state-dir $RUN_DIR/state --forever"
-setsid "$RAYSLEUTH_BIN" demo --state-dir "$RUN_DIR/state" --forever >"$RUN_DIR/demo.log" 2>&1 </dev/null &
+say "starting raysleuth demo --state-dir $STATE --forever"
+setsid "$RAYSLEUTH_BIN" demo --state-dir "$STATE" --forever >"$RUN_DIR/demo.log" 2>&1 </dev/null &
 DEMO_PID=$!
 
 set +e
 NODE24_BIN="$NODE24_BIN" CODE_SERVER_ENTRY="$CODE_SERVER_ENTRY" \
-  RAYSLEUTH_STATE_DIR="$RUN_DIR/state" RAYSLEUTH_RUN_DIR="$RUN_DIR" \
+  RAYSLEUTH_STATE_DIR="$STATE" RAYSLEUTH_RUN_DIR="$RUN_DIR" \
   RAYSLEUTH_EXT_SUMMARY="$RUN_DIR/summary.json" RAYSLEUTH_DEMO_PID="$DEMO_PID" \
   node dist/tests/runner/runTests.js
 runner_rc=$?

@@ -40,7 +40,7 @@ export function httpOk(url: string): Promise<boolean> {
 
 /**
  * `asUser`: as a new user meets it (issue 25): no raySleuth setting at all (the demo's broker is
- * found through ~/.raysleuth, a link to its state dir, the language server's interpreter through
+ * found through ~/.raysleuth, its state dir, the language server's interpreter through
  * broker.json) and Workspace Trust on, the folder opened in Restricted Mode.
  */
 export function prepareDirs(base = RUN_DIR, asUser = false): Record<string, string> {
@@ -61,8 +61,12 @@ export function prepareDirs(base = RUN_DIR, asUser = false): Record<string, stri
   };
   fs.mkdirSync(path.join(dirs.userData, "User"), { recursive: true });
   if (asUser) {
-    fs.rmSync(path.join(dirs.home, ".raysleuth"), { force: true });
-    fs.symlinkSync(STATE_DIR, path.join(dirs.home, ".raysleuth"));
+    // The demo's state dir is ~/.raysleuth of this home (scripts/test_extension.sh): a link to it
+    // would be refused as a state dir, as another user's link would (#37).
+    if (path.basename(STATE_DIR) !== ".raysleuth") {
+      throw new Error(`RAYSLEUTH_STATE_DIR must end in .raysleuth: ${STATE_DIR}`);
+    }
+    dirs.home = path.dirname(STATE_DIR);
   }
   const ours = asUser
     ? { "security.workspace.trust.enabled": true, "security.workspace.trust.startupPrompt": "never" }
