@@ -81,24 +81,37 @@ def test_the_four_ranks_are_listed_with_their_worker_group(client, trainers):
     assert group["ranks"] == [0, 1, 2, 3] and sorted(group["workers"]) == sorted(ids)
 
 
-def test_rank_1_in_a_one_to_all_all_reduce_stops_only_rank_1(client, trainers, clean_points, driver):
+async def test_rank_1_in_a_one_to_all_all_reduce_stops_only_rank_1_and_attach_by_rank(
+    broker, client, trainers, clean_points, driver
+):
     wg, pids, _ = trainers
     line = marker_line(JOB, "verl-all-reduce")
     client.set_breakpoints(JOB, [{"line": line, "condition": "[rank 1] step == 3"}])
-    wait_until(lambda: armed(client, line) >= 1, 15, message="armed in rank 1")
+    await asyncio.to_thread(wait_until, lambda: armed(client, line) >= 1, 15, 0.1, "armed in rank 1")
     done = driver.submit(wg.all_reduce, 3)
-    stopped = wait_until(
-        lambda: paused_at(client, pids, line), 60, message="rank 1 paused after the all-reduce"
+    stopped = await asyncio.to_thread(
+        wait_until, lambda: paused_at(client, pids, line), 60, 0.1, "rank 1 paused after the all-reduce"
     )
     assert list(stopped) == [1] and stopped[1]["paused_at"]["path"] == JOB
-    assert task_of(client, stopped[1]["id"]) == "Trainer.all_reduce"
+    assert await asyncio.to_thread(task_of, client, stopped[1]["id"]) == "Trainer.all_reduce"
     others = rows_of(client, pids)
     assert all(others[r]["state"] != "paused" for r in (0, 2, 3)), others
     rows = client.post("/v1/evaluate", {"expression": "(self.rank, step, total)"})
     # all ranks' rank + step summed: (0+1+2+3) + 4*3
     assert [(r["rank"], r["value"]) for r in rows] == [(1, "(1, 3, 18.0)")]
-    client.post("/v1/continue", {"ranks": [1]})
-    assert done.result(timeout=60) == [18.0] * RANKS
+    host, port = dap_address(broker)
+    s = await open_session(host, port, {"token": broker.token, "rank": 1})
+    try:
+        tid, frames = await stopped_frames(s)
+        top = frames[0]  # the user's method, not verl's `inner` wrapper that called it
+        assert (top["source"]["path"], top["line"], top["name"]) == (JOB, line, "all_reduce"), frames[:3]
+        got = await s.request("evaluate", {"expression": "step + self.rank", "frameId": top["id"]})
+        assert got["body"]["result"] == "4"
+        await s.request("continue", {"threadId": tid})
+    finally:
+        await s.request("disconnect", {}, check=False)
+        await s.close()
+    assert await asyncio.wait_for(asyncio.wrap_future(done), 60) == [18.0] * RANKS
 
 
 def test_rank_2_in_a_dp_compute_proto_method_stops_on_its_chunk(client, trainers, clean_points, driver):
@@ -224,6 +237,10 @@ def test_the_hang_radar_names_the_late_rank_and_the_tree_parts_in_user_code(
             node = kids[ranks]
             where = (node["path"], node["function"], node["line"], node["library"])
             assert where == (JOB, "late_all_reduce", marker_line(JOB, marker), False), node
+        # The text folds each run of library frames into one line, unless asked for all frames.
+        assert "library frames" in res["text"] and "decorator.py" not in res["text"], res["text"]
+        every = stacks(client, workers=",".join(ids), timeout=5, all_frames=1)["text"]
+        assert "decorator.py" in every and "verl_job.py" in every, every
         client.put("/v1/stacks/watch", {"interval": 0.5, "samples": 2})
 
         def hang_case():
