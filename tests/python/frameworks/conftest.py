@@ -50,11 +50,17 @@ def verl_groups(ray_cluster):
         return wg
 
     yield make
-    for wg, pool in made:
+    for wg, _ in made:
         for w in wg.workers:
             ray.kill(w)
-        for pg in pool.pgs or []:
-            ray.util.remove_placement_group(pg)
+    # Their CPUs back for the next module; bounded: once, a loaded machine kept this call waiting
+    # for minutes, and the next module's groups fit beside a group left placed anyway.
+    pgs = [pg for _, pool in made for pg in pool.pgs or []]
+    remover = threading.Thread(
+        target=lambda: [ray.util.remove_placement_group(pg) for pg in pgs], daemon=True
+    )
+    remover.start()
+    remover.join(30)
     assert_no_fatal_checks(fatal_checks_in(ray_cluster.address_info["session_dir"]))
 
 
