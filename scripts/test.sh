@@ -42,7 +42,7 @@ done
 # The version matrix (README): the integration suite on Python 3.12 too (the sys.monitoring
 # trigger end to end), a smoke subset (`-m smoke`: discovery, attach, a cluster breakpoint, a
 # post-mortem) on Python 3.13 and on the oldest Ray the package accepts, and the framework suite
-# (Ray Train, Tune, Serve, a verl-style worker group) on 3.11. Each sets up its own virtualenv
+# (Ray Train, Tune, Serve, verl 0.9.1's single controller) on 3.11. Each sets up its own virtualenv
 # first (scripts/setup.sh PART, skipped when done), so its first run takes a few minutes more.
 matrix_suite() {  # NAME SETUP_PART VENV PYTEST_ARGS...
   local name="$1" part="$2" venv="$3"; shift 3
