@@ -221,8 +221,11 @@ def test_fuzzed_dap_frames_get_an_error_or_a_close_never_a_hang(broker, doors):
         replies = exchange(doors[0], data)
         COUNT["flood"] += n
         got = [r["request_seq"] for r in replies if r.get("type") == "response"]
-        taken = min(n, REQUESTS_BEFORE_ATTACH)  # then the broker closes the session (#37)
-        assert got == list(range(1, taken + 1)), f"{cmd} x{n}: answers {got[:10]}.. ({len(got)}, seed {SEED})"
+        # Past the bound the broker resets the session (#37): answers it had not sent yet are
+        # lost with it, so a flood gets the first answers in order, at most one per request taken.
+        want = list(range(1, min(n, REQUESTS_BEFORE_ATTACH) + 1))
+        ok = got == want if n <= REQUESTS_BEFORE_ATTACH else got == want[: len(got)]
+        assert ok, f"{cmd} x{n}: answers {got[:10]}.. ({len(got)}, seed {SEED})"
 
     for gen in (bad_requests, bad_framing, flood):
         gen()
