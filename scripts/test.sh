@@ -68,8 +68,9 @@ matrix_suite frameworks frameworks "$ROOT/.venv" tests/python/frameworks
 step "demo: scripts/demo.sh in a virtualenv it makes itself"
 demo_venv="$ROOT/.cache/venv-demo"
 rm -rf "$demo_venv"
+demo_state="$(mktemp -d /tmp/rs-demo-state.XXXXXX)"
 if RAYSLEUTH_VENV="$demo_venv" RAYSLEUTH_SKIP_EXTENSION_BUILD=1 "$ROOT/scripts/demo.sh" --steps 45 \
-    --state-dir "$(mktemp -d /tmp/rs-demo-state.XXXXXX)" >"$RESULTS/demo.log" 2>&1 \
+    --state-dir "$demo_state" >"$RESULTS/demo.log" 2>&1 \
     && grep -q "step 40: rank 2 failed: FloatingPointError" "$RESULTS/demo.log" \
     && grep -q "case (divergence): rank 2 diverged .*(step 30)" "$RESULTS/demo.log" \
     && [ "$(grep -c "failed:" "$RESULTS/demo.log")" = 1 ]; then
@@ -78,6 +79,7 @@ else
   tail -30 "$RESULTS/demo.log"
   failed_steps+=(demo)
 fi
+rm -rf "$demo_state"  # the demo's broker has exited: nothing of the step is left in /tmp
 
 step "extension: plain mocha (pure modules, no VS Code, no Ray)"
 # npm packages first (setup_node.sh: npm ci and the build, each skipped when done already).
