@@ -111,7 +111,10 @@ def test_an_interrupt_never_reaches_code_after_the_evaluate():
         fr = frame_with(time=time)
         for budget in (0.01, 0.02, 0.03, 0.05):
             done, _, _ = bounded_eval("time.sleep(0.03) or sum(i for i in range(20000))", fr, budget)
-            time.sleep(0.05)
+            for t in threading.enumerate():  # each evaluate's thread ends before the next one
+                if t.name == "raysleuth-evaluate":
+                    t.join(10)
+                    assert not t.is_alive(), "an evaluate thread still runs after 10 s"
         assert hooks == []
     finally:
         threading.excepthook = old
